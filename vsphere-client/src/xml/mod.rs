@@ -38,10 +38,10 @@ pub use schema::{
 #[doc(hidden)]
 pub use schema::{FieldEntry, Name, RegistryChunk, TypeEntry};
 pub use value::{
-    any_from_value, box_object, from_property, take_chunk, take_object, DataObject, FromValue,
-    ObjectArrayItem, ObjectType, Value, ValueTypeError,
+    any_from_value, box_object, from_property, same_object, take_chunk, take_object, DataObject,
+    FromValue, ObjectArrayItem, ObjectType, Value, ValueTypeError,
 };
-pub use writer::{NewerItem, XmlWriter};
+pub use writer::{debug_fields, same_encoding, same_fields, NewerItem, XmlWriter};
 
 // Cold code. Most programs decode far more than they encode, compare or
 // clone: a walk encodes a few requests and decodes thousands of objects.
@@ -227,6 +227,19 @@ impl<T: Structure> Decode for T {
             Err(e) => Err(e),
         }
     }
+}
+
+/// `Debug` of a generated structure: [`debug_fields`] under its type name.
+pub fn debug_structure<T: Structure>(
+    value: &T,
+    f: &mut std::fmt::Formatter<'_>,
+) -> std::fmt::Result {
+    debug_fields(f, T::TYPE_NAME, fields_ref(value))
+}
+
+/// `==` of generated structures: [`same_fields`].
+pub fn eq_structure<T: Structure>(a: &T, b: &T) -> bool {
+    same_fields(fields_ref(a), fields_ref(b))
 }
 
 impl<T: Structure> Encode for T {

@@ -5,1464 +5,10 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `HostConfigManager` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostConfigManager {
-    /// `cpuScheduler`.
-    pub cpu_scheduler: Option<x::ManagedObjectReference>,
-    /// `datastoreSystem`.
-    pub datastore_system: Option<x::ManagedObjectReference>,
-    /// `memoryManager`.
-    pub memory_manager: Option<x::ManagedObjectReference>,
-    /// `storageSystem`.
-    pub storage_system: Option<x::ManagedObjectReference>,
-    /// `networkSystem`.
-    pub network_system: Option<x::ManagedObjectReference>,
-    /// `vmotionSystem`.
-    pub vmotion_system: Option<x::ManagedObjectReference>,
-    /// `virtualNicManager`.
-    pub virtual_nic_manager: Option<x::ManagedObjectReference>,
-    /// `serviceSystem`.
-    pub service_system: Option<x::ManagedObjectReference>,
-    /// `firewallSystem`.
-    pub firewall_system: Option<x::ManagedObjectReference>,
-    /// `advancedOption`.
-    pub advanced_option: Option<x::ManagedObjectReference>,
-    /// `diagnosticSystem`.
-    pub diagnostic_system: Option<x::ManagedObjectReference>,
-    /// `autoStartManager`.
-    pub auto_start_manager: Option<x::ManagedObjectReference>,
-    /// `snmpSystem`.
-    pub snmp_system: Option<x::ManagedObjectReference>,
-    /// `dateTimeSystem`.
-    pub date_time_system: Option<x::ManagedObjectReference>,
-    /// `patchManager`.
-    pub patch_manager: Option<x::ManagedObjectReference>,
-    /// `imageConfigManager`.
-    pub image_config_manager: Option<x::ManagedObjectReference>,
-    /// `bootDeviceSystem`.
-    pub boot_device_system: Option<x::ManagedObjectReference>,
-    /// `firmwareSystem`.
-    pub firmware_system: Option<x::ManagedObjectReference>,
-    /// `healthStatusSystem`.
-    pub health_status_system: Option<x::ManagedObjectReference>,
-    /// `pciPassthruSystem`.
-    pub pci_passthru_system: Option<x::ManagedObjectReference>,
-    /// `licenseManager`.
-    pub license_manager: Option<x::ManagedObjectReference>,
-    /// `kernelModuleSystem`.
-    pub kernel_module_system: Option<x::ManagedObjectReference>,
-    /// `authenticationManager`.
-    pub authentication_manager: Option<x::ManagedObjectReference>,
-    /// `powerSystem`.
-    pub power_system: Option<x::ManagedObjectReference>,
-    /// `cacheConfigurationManager`.
-    pub cache_configuration_manager: Option<x::ManagedObjectReference>,
-    /// `esxAgentHostManager`.
-    pub esx_agent_host_manager: Option<x::ManagedObjectReference>,
-    /// `iscsiManager`.
-    pub iscsi_manager: Option<x::ManagedObjectReference>,
-    /// `vFlashManager`.
-    pub vflash_manager: Option<x::ManagedObjectReference>,
-    /// `vsanSystem`.
-    pub vsan_system: Option<x::ManagedObjectReference>,
-    /// `messageBusProxy`.
-    pub message_bus_proxy: Option<x::ManagedObjectReference>,
-    /// `userDirectory`.
-    pub user_directory: Option<x::ManagedObjectReference>,
-    /// `accountManager`.
-    pub account_manager: Option<x::ManagedObjectReference>,
-    /// `hostAccessManager`.
-    pub host_access_manager: Option<x::ManagedObjectReference>,
-    /// `graphicsManager`.
-    pub graphics_manager: Option<x::ManagedObjectReference>,
-    /// `vsanInternalSystem`.
-    pub vsan_internal_system: Option<x::ManagedObjectReference>,
-    /// `certificateManager`.
-    pub certificate_manager: Option<x::ManagedObjectReference>,
-    /// `cryptoManager`.
-    pub crypto_manager: Option<x::ManagedObjectReference>,
-    /// `nvdimmSystem`.
-    pub nvdimm_system: Option<x::ManagedObjectReference>,
-    /// `assignableHardwareManager`.
-    pub assignable_hardware_manager: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for HostConfigManager {
-    const TYPE_NAME: &'static str = "HostConfigManager";
-}
-impl x::Structure for HostConfigManager {}
-impl x::Fields for HostConfigManager {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "cpuScheduler" => r.read_opt(&mut self.cpu_scheduler),
-            "datastoreSystem" => r.read_opt(&mut self.datastore_system),
-            "memoryManager" => r.read_opt(&mut self.memory_manager),
-            "storageSystem" => r.read_opt(&mut self.storage_system),
-            "networkSystem" => r.read_opt(&mut self.network_system),
-            "vmotionSystem" => r.read_opt(&mut self.vmotion_system),
-            "virtualNicManager" => r.read_opt(&mut self.virtual_nic_manager),
-            "serviceSystem" => r.read_opt(&mut self.service_system),
-            "firewallSystem" => r.read_opt(&mut self.firewall_system),
-            "advancedOption" => r.read_opt(&mut self.advanced_option),
-            "diagnosticSystem" => r.read_opt(&mut self.diagnostic_system),
-            "autoStartManager" => r.read_opt(&mut self.auto_start_manager),
-            "snmpSystem" => r.read_opt(&mut self.snmp_system),
-            "dateTimeSystem" => r.read_opt(&mut self.date_time_system),
-            "patchManager" => r.read_opt(&mut self.patch_manager),
-            "imageConfigManager" => r.read_opt(&mut self.image_config_manager),
-            "bootDeviceSystem" => r.read_opt(&mut self.boot_device_system),
-            "firmwareSystem" => r.read_opt(&mut self.firmware_system),
-            "healthStatusSystem" => r.read_opt(&mut self.health_status_system),
-            "pciPassthruSystem" => r.read_opt(&mut self.pci_passthru_system),
-            "licenseManager" => r.read_opt(&mut self.license_manager),
-            "kernelModuleSystem" => r.read_opt(&mut self.kernel_module_system),
-            "authenticationManager" => r.read_opt(&mut self.authentication_manager),
-            "powerSystem" => r.read_opt(&mut self.power_system),
-            "cacheConfigurationManager" => {
-                r.read_opt(&mut self.cache_configuration_manager)
-            }
-            "esxAgentHostManager" => r.read_opt(&mut self.esx_agent_host_manager),
-            "iscsiManager" => r.read_opt(&mut self.iscsi_manager),
-            "vFlashManager" => r.read_opt(&mut self.vflash_manager),
-            "vsanSystem" => r.read_opt(&mut self.vsan_system),
-            "messageBusProxy" => r.read_opt(&mut self.message_bus_proxy),
-            "userDirectory" => r.read_opt(&mut self.user_directory),
-            "accountManager" => r.read_opt(&mut self.account_manager),
-            "hostAccessManager" => r.read_opt(&mut self.host_access_manager),
-            "graphicsManager" => r.read_opt(&mut self.graphics_manager),
-            "vsanInternalSystem" => r.read_opt(&mut self.vsan_internal_system),
-            "certificateManager" => r.read_opt(&mut self.certificate_manager),
-            "cryptoManager" => r.read_opt(&mut self.crypto_manager),
-            "nvdimmSystem" => r.read_opt(&mut self.nvdimm_system),
-            "assignableHardwareManager" => {
-                r.read_opt(&mut self.assignable_hardware_manager)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("cpuScheduler", &self.cpu_scheduler);
-        w.write_opt("datastoreSystem", &self.datastore_system);
-        w.write_opt("memoryManager", &self.memory_manager);
-        w.write_opt("storageSystem", &self.storage_system);
-        w.write_opt("networkSystem", &self.network_system);
-        w.write_opt("vmotionSystem", &self.vmotion_system);
-        w.write_opt("virtualNicManager", &self.virtual_nic_manager);
-        w.write_opt("serviceSystem", &self.service_system);
-        w.write_opt("firewallSystem", &self.firewall_system);
-        w.write_opt("advancedOption", &self.advanced_option);
-        w.write_opt("diagnosticSystem", &self.diagnostic_system);
-        w.write_opt("autoStartManager", &self.auto_start_manager);
-        w.write_opt("snmpSystem", &self.snmp_system);
-        w.write_opt("dateTimeSystem", &self.date_time_system);
-        w.write_opt("patchManager", &self.patch_manager);
-        w.write_opt("imageConfigManager", &self.image_config_manager);
-        w.write_opt("bootDeviceSystem", &self.boot_device_system);
-        w.write_opt("firmwareSystem", &self.firmware_system);
-        w.write_opt("healthStatusSystem", &self.health_status_system);
-        w.write_opt("pciPassthruSystem", &self.pci_passthru_system);
-        w.write_opt("licenseManager", &self.license_manager);
-        w.write_opt("kernelModuleSystem", &self.kernel_module_system);
-        w.write_opt("authenticationManager", &self.authentication_manager);
-        w.write_opt("powerSystem", &self.power_system);
-        w.write_opt("cacheConfigurationManager", &self.cache_configuration_manager);
-        w.write_opt("esxAgentHostManager", &self.esx_agent_host_manager);
-        w.write_opt("iscsiManager", &self.iscsi_manager);
-        w.write_opt("vFlashManager", &self.vflash_manager);
-        w.write_opt("vsanSystem", &self.vsan_system);
-        w.write_opt("messageBusProxy", &self.message_bus_proxy);
-        w.write_opt("userDirectory", &self.user_directory);
-        w.write_opt("accountManager", &self.account_manager);
-        w.write_opt("hostAccessManager", &self.host_access_manager);
-        w.write_opt("graphicsManager", &self.graphics_manager);
-        w.write_opt("vsanInternalSystem", &self.vsan_internal_system);
-        w.write_opt("certificateManager", &self.certificate_manager);
-        w.write_opt("cryptoManager", &self.crypto_manager);
-        w.write_opt("nvdimmSystem", &self.nvdimm_system);
-        w.write_opt("assignableHardwareManager", &self.assignable_hardware_manager);
-    }
-}
-/// `HostConfigSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostConfigSpec {
-    /// `nasDatastore`.
-    pub nas_datastore: Vec<HostNasVolumeConfig>,
-    /// `network`.
-    pub network: Option<HostNetworkConfig>,
-    /// `nicTypeSelection`.
-    pub nic_type_selection: Vec<HostVirtualNicManagerNicTypeSelection>,
-    /// `service`.
-    pub service: Vec<HostServiceConfig>,
-    /// `firewall`.
-    pub firewall: Option<HostFirewallConfig>,
-    /// `option`.
-    pub option: Vec<AnyOptionValue>,
-    /// `datastorePrincipal`.
-    pub datastore_principal: Option<String>,
-    /// `datastorePrincipalPasswd`.
-    pub datastore_principal_passwd: Option<String>,
-    /// `datetime`.
-    pub datetime: Option<HostDateTimeConfig>,
-    /// `storageDevice`.
-    pub storage_device: Option<HostStorageDeviceInfo>,
-    /// `license`.
-    pub license: Option<HostLicenseSpec>,
-    /// `security`.
-    pub security: Option<HostSecuritySpec>,
-    /// `userAccount`.
-    pub user_account: Vec<AnyHostAccountSpec>,
-    /// `usergroupAccount`.
-    pub usergroup_account: Vec<AnyHostAccountSpec>,
-    /// `memory`.
-    pub memory: Option<HostMemorySpec>,
-    /// `activeDirectory`.
-    pub active_directory: Vec<HostActiveDirectory>,
-    /// `genericConfig`.
-    pub generic_config: Vec<KeyAnyValue>,
-    /// `graphicsConfig`.
-    pub graphics_config: Option<HostGraphicsConfig>,
-    /// `assignableHardwareConfig`.
-    pub assignable_hardware_config: Option<HostAssignableHardwareConfig>,
-}
-impl x::SchemaType for HostConfigSpec {
-    const TYPE_NAME: &'static str = "HostConfigSpec";
-}
-impl x::Structure for HostConfigSpec {}
-impl Clone for HostConfigSpec {
-    fn clone(&self) -> Self {
-        Self {
-            nas_datastore: x::clone_vec(&self.nas_datastore),
-            network: self.network.clone(),
-            nic_type_selection: x::clone_vec(&self.nic_type_selection),
-            service: x::clone_vec(&self.service),
-            firewall: self.firewall.clone(),
-            option: x::clone_vec(&self.option),
-            datastore_principal: self.datastore_principal.clone(),
-            datastore_principal_passwd: self.datastore_principal_passwd.clone(),
-            datetime: self.datetime.clone(),
-            storage_device: self.storage_device.clone(),
-            license: self.license.clone(),
-            security: self.security.clone(),
-            user_account: x::clone_vec(&self.user_account),
-            usergroup_account: x::clone_vec(&self.usergroup_account),
-            memory: self.memory.clone(),
-            active_directory: x::clone_vec(&self.active_directory),
-            generic_config: x::clone_vec(&self.generic_config),
-            graphics_config: self.graphics_config.clone(),
-            assignable_hardware_config: self.assignable_hardware_config.clone(),
-        }
-    }
-}
-impl x::Fields for HostConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "nasDatastore" => r.read_push(&mut self.nas_datastore),
-            "network" => r.read_opt(&mut self.network),
-            "nicTypeSelection" => r.read_push(&mut self.nic_type_selection),
-            "service" => r.read_push(&mut self.service),
-            "firewall" => r.read_opt(&mut self.firewall),
-            "option" => r.read_push(&mut self.option),
-            "datastorePrincipal" => r.read_opt(&mut self.datastore_principal),
-            "datastorePrincipalPasswd" => {
-                r.read_opt(&mut self.datastore_principal_passwd)
-            }
-            "datetime" => r.read_opt(&mut self.datetime),
-            "storageDevice" => r.read_opt(&mut self.storage_device),
-            "license" => r.read_opt(&mut self.license),
-            "security" => r.read_opt(&mut self.security),
-            "userAccount" => r.read_push(&mut self.user_account),
-            "usergroupAccount" => r.read_push(&mut self.usergroup_account),
-            "memory" => r.read_opt(&mut self.memory),
-            "activeDirectory" => r.read_push(&mut self.active_directory),
-            "genericConfig" => r.read_push(&mut self.generic_config),
-            "graphicsConfig" => r.read_opt(&mut self.graphics_config),
-            "assignableHardwareConfig" => {
-                r.read_opt(&mut self.assignable_hardware_config)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("nasDatastore", &self.nas_datastore);
-        w.write_opt("network", &self.network);
-        w.write_vec("nicTypeSelection", &self.nic_type_selection);
-        w.write_vec("service", &self.service);
-        w.write_opt("firewall", &self.firewall);
-        w.write_vec("option", &self.option);
-        w.write_opt("datastorePrincipal", &self.datastore_principal);
-        w.write_opt("datastorePrincipalPasswd", &self.datastore_principal_passwd);
-        w.write_opt("datetime", &self.datetime);
-        w.write_opt("storageDevice", &self.storage_device);
-        w.write_opt("license", &self.license);
-        w.write_opt("security", &self.security);
-        w.write_vec("userAccount", &self.user_account);
-        w.write_vec("usergroupAccount", &self.usergroup_account);
-        w.write_opt("memory", &self.memory);
-        w.write_vec("activeDirectory", &self.active_directory);
-        w.write_vec("genericConfig", &self.generic_config);
-        w.write_opt("graphicsConfig", &self.graphics_config);
-        w.write_opt("assignableHardwareConfig", &self.assignable_hardware_config);
-    }
-}
-/// `HostConfigSummary` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostConfigSummary {
-    /// `name`.
-    pub name: String,
-    /// `port`.
-    pub port: i32,
-    /// `sslThumbprint`.
-    pub ssl_thumbprint: Option<String>,
-    /// `sslCertificate`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub ssl_certificate: Option<String>,
-    /// `product`.
-    pub product: Option<AboutInfo>,
-    /// `vmotionEnabled`.
-    pub vmotion_enabled: bool,
-    /// `faultToleranceEnabled`.
-    pub fault_tolerance_enabled: Option<bool>,
-    /// `featureVersion`.
-    pub feature_version: Vec<HostFeatureVersionInfo>,
-    /// `agentVmDatastore`.
-    pub agent_vm_datastore: Option<x::ManagedObjectReference>,
-    /// `agentVmNetwork`.
-    pub agent_vm_network: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for HostConfigSummary {
-    const TYPE_NAME: &'static str = "HostConfigSummary";
-}
-impl x::Structure for HostConfigSummary {}
-impl Clone for HostConfigSummary {
-    fn clone(&self) -> Self {
-        Self {
-            name: self.name.clone(),
-            port: self.port,
-            ssl_thumbprint: self.ssl_thumbprint.clone(),
-            ssl_certificate: self.ssl_certificate.clone(),
-            product: self.product.clone(),
-            vmotion_enabled: self.vmotion_enabled,
-            fault_tolerance_enabled: self.fault_tolerance_enabled,
-            feature_version: x::clone_vec(&self.feature_version),
-            agent_vm_datastore: self.agent_vm_datastore.clone(),
-            agent_vm_network: self.agent_vm_network.clone(),
-        }
-    }
-}
-impl x::Fields for HostConfigSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "port" => r.read(&mut self.port),
-            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
-            "sslCertificate" => r.read_opt(&mut self.ssl_certificate),
-            "product" => r.read_opt(&mut self.product),
-            "vmotionEnabled" => r.read(&mut self.vmotion_enabled),
-            "faultToleranceEnabled" => r.read_opt(&mut self.fault_tolerance_enabled),
-            "featureVersion" => r.read_push(&mut self.feature_version),
-            "agentVmDatastore" => r.read_opt(&mut self.agent_vm_datastore),
-            "agentVmNetwork" => r.read_opt(&mut self.agent_vm_network),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("port", &self.port);
-        w.write_opt("sslThumbprint", &self.ssl_thumbprint);
-        if w
-            .since(
-                0x0900_0000,
-                "HostConfigSummary.sslCertificate",
-                self.ssl_certificate.is_some(),
-            )
-        {
-            w.write_opt("sslCertificate", &self.ssl_certificate);
-        }
-        w.write_opt("product", &self.product);
-        w.write("vmotionEnabled", &self.vmotion_enabled);
-        w.write_opt("faultToleranceEnabled", &self.fault_tolerance_enabled);
-        w.write_vec("featureVersion", &self.feature_version);
-        w.write_opt("agentVmDatastore", &self.agent_vm_datastore);
-        w.write_opt("agentVmNetwork", &self.agent_vm_network);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `HostConnectFault` (extends `VimFault`).
-///
-/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostConnectFault {
-    /// The fields `HostConnectFault` inherits from `VimFault`.
-    pub vim_fault: VimFault,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for HostConnectFault {
-    const TYPE_NAME: &'static str = "HostConnectFault";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for HostConnectFault {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for HostConnectFault {
-    type Target = VimFault;
-    #[inline]
-    fn deref(&self) -> &VimFault {
-        &self.vim_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for HostConnectFault {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VimFault {
-        &mut self.vim_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for HostConnectFault {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.vim_fault, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vim_fault, w);
-    }
-}
-/// `HostConnectInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostConnectInfo {
-    /// `serverIp`.
-    pub server_ip: Option<String>,
-    /// `inDasCluster`.
-    pub in_das_cluster: Option<bool>,
-    /// `host`.
-    pub host: HostListSummary,
-    /// `vm`.
-    pub vm: Vec<VirtualMachineSummary>,
-    /// `vimAccountNameRequired`.
-    pub vim_account_name_required: Option<bool>,
-    /// `clusterSupported`.
-    pub cluster_supported: Option<bool>,
-    /// `network`.
-    pub network: Vec<AnyHostConnectInfoNetworkInfo>,
-    /// `datastore`.
-    pub datastore: Vec<AnyHostDatastoreConnectInfo>,
-    /// `license`.
-    pub license: Option<HostLicenseConnectInfo>,
-    /// `capability`.
-    pub capability: Option<HostCapability>,
-}
-impl x::SchemaType for HostConnectInfo {
-    const TYPE_NAME: &'static str = "HostConnectInfo";
-}
-impl x::Structure for HostConnectInfo {}
-impl Clone for HostConnectInfo {
-    fn clone(&self) -> Self {
-        Self {
-            server_ip: self.server_ip.clone(),
-            in_das_cluster: self.in_das_cluster,
-            host: self.host.clone(),
-            vm: x::clone_vec(&self.vm),
-            vim_account_name_required: self.vim_account_name_required,
-            cluster_supported: self.cluster_supported,
-            network: x::clone_vec(&self.network),
-            datastore: x::clone_vec(&self.datastore),
-            license: self.license.clone(),
-            capability: self.capability.clone(),
-        }
-    }
-}
-impl x::Fields for HostConnectInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "serverIp" => r.read_opt(&mut self.server_ip),
-            "inDasCluster" => r.read_opt(&mut self.in_das_cluster),
-            "host" => r.read(&mut self.host),
-            "vm" => r.read_push(&mut self.vm),
-            "vimAccountNameRequired" => r.read_opt(&mut self.vim_account_name_required),
-            "clusterSupported" => r.read_opt(&mut self.cluster_supported),
-            "network" => r.read_push(&mut self.network),
-            "datastore" => r.read_push(&mut self.datastore),
-            "license" => r.read_opt(&mut self.license),
-            "capability" => r.read_opt(&mut self.capability),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("serverIp", &self.server_ip);
-        w.write_opt("inDasCluster", &self.in_das_cluster);
-        w.write("host", &self.host);
-        w.write_vec("vm", &self.vm);
-        w.write_opt("vimAccountNameRequired", &self.vim_account_name_required);
-        w.write_opt("clusterSupported", &self.cluster_supported);
-        w.write_vec("network", &self.network);
-        w.write_vec("datastore", &self.datastore);
-        w.write_opt("license", &self.license);
-        w.write_opt("capability", &self.capability);
-    }
-}
-/// `HostConnectInfoNetworkInfo` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostConnectInfoNetworkInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostConnectInfoNetworkInfo {
-    /// `summary`.
-    pub summary: AnyNetworkSummary,
-}
-impl x::SchemaType for HostConnectInfoNetworkInfo {
-    const TYPE_NAME: &'static str = "HostConnectInfoNetworkInfo";
-}
-impl x::Structure for HostConnectInfoNetworkInfo {}
-impl x::Fields for HostConnectInfoNetworkInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "summary" => r.read(&mut self.summary),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("summary", &self.summary);
-    }
-}
-/// `HostConnectSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostConnectSpec {
-    /// `hostName`.
-    pub host_name: Option<String>,
-    /// `port`.
-    pub port: Option<i32>,
-    /// `sslThumbprint`.
-    pub ssl_thumbprint: Option<String>,
-    /// `sslCertificate`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub ssl_certificate: Option<String>,
-    /// `userName`.
-    pub user_name: Option<String>,
-    /// `password`.
-    pub password: Option<String>,
-    /// `vmFolder`.
-    pub vm_folder: Option<x::ManagedObjectReference>,
-    /// `force`.
-    pub force: bool,
-    /// `vimAccountName`.
-    pub vim_account_name: Option<String>,
-    /// `vimAccountPassword`.
-    pub vim_account_password: Option<String>,
-    /// `managementIp`.
-    pub management_ip: Option<String>,
-    /// `lockdownMode`.
-    pub lockdown_mode: Option<HostLockdownMode>,
-    /// `hostGateway`.
-    pub host_gateway: Option<HostGatewaySpec>,
-}
-impl x::SchemaType for HostConnectSpec {
-    const TYPE_NAME: &'static str = "HostConnectSpec";
-}
-impl x::Structure for HostConnectSpec {}
-impl x::Fields for HostConnectSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostName" => r.read_opt(&mut self.host_name),
-            "port" => r.read_opt(&mut self.port),
-            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
-            "sslCertificate" => r.read_opt(&mut self.ssl_certificate),
-            "userName" => r.read_opt(&mut self.user_name),
-            "password" => r.read_opt(&mut self.password),
-            "vmFolder" => r.read_opt(&mut self.vm_folder),
-            "force" => r.read(&mut self.force),
-            "vimAccountName" => r.read_opt(&mut self.vim_account_name),
-            "vimAccountPassword" => r.read_opt(&mut self.vim_account_password),
-            "managementIp" => r.read_opt(&mut self.management_ip),
-            "lockdownMode" => r.read_opt(&mut self.lockdown_mode),
-            "hostGateway" => r.read_opt(&mut self.host_gateway),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("hostName", &self.host_name);
-        w.write_opt("port", &self.port);
-        w.write_opt("sslThumbprint", &self.ssl_thumbprint);
-        if w
-            .since(
-                0x0900_0000,
-                "HostConnectSpec.sslCertificate",
-                self.ssl_certificate.is_some(),
-            )
-        {
-            w.write_opt("sslCertificate", &self.ssl_certificate);
-        }
-        w.write_opt("userName", &self.user_name);
-        w.write_opt("password", &self.password);
-        w.write_opt("vmFolder", &self.vm_folder);
-        w.write("force", &self.force);
-        w.write_opt("vimAccountName", &self.vim_account_name);
-        w.write_opt("vimAccountPassword", &self.vim_account_password);
-        w.write_opt("managementIp", &self.management_ip);
-        w.write_opt("lockdownMode", &self.lockdown_mode);
-        w.write_opt("hostGateway", &self.host_gateway);
-    }
-}
-impl x::ArrayItem for HostConnectSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostConnectSpec";
-    const ITEM_TAG: &'static str = "HostConnectSpec";
-}
-#[cfg(feature = "all-events")]
-/// `HostConnectedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostConnectedEvent {
-    /// The fields `HostConnectedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostConnectedEvent {
-    const TYPE_NAME: &'static str = "HostConnectedEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostConnectedEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostConnectedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostConnectedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostConnectedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostConnectionLostEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostConnectionLostEvent {
-    /// The fields `HostConnectionLostEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostConnectionLostEvent {
-    const TYPE_NAME: &'static str = "HostConnectionLostEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostConnectionLostEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostConnectionLostEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostConnectionLostEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostConnectionLostEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-/// `HostCpuIdInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostCpuIdInfo {
-    /// `level`.
-    pub level: i32,
-    /// `vendor`.
-    pub vendor: Option<String>,
-    /// `eax`.
-    pub eax: Option<String>,
-    /// `ebx`.
-    pub ebx: Option<String>,
-    /// `ecx`.
-    pub ecx: Option<String>,
-    /// `edx`.
-    pub edx: Option<String>,
-}
-impl x::SchemaType for HostCpuIdInfo {
-    const TYPE_NAME: &'static str = "HostCpuIdInfo";
-}
-impl x::Structure for HostCpuIdInfo {}
-impl x::Fields for HostCpuIdInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "level" => r.read(&mut self.level),
-            "vendor" => r.read_opt(&mut self.vendor),
-            "eax" => r.read_opt(&mut self.eax),
-            "ebx" => r.read_opt(&mut self.ebx),
-            "ecx" => r.read_opt(&mut self.ecx),
-            "edx" => r.read_opt(&mut self.edx),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("level", &self.level);
-        w.write_opt("vendor", &self.vendor);
-        w.write_opt("eax", &self.eax);
-        w.write_opt("ebx", &self.ebx);
-        w.write_opt("ecx", &self.ecx);
-        w.write_opt("edx", &self.edx);
-    }
-}
-impl x::ArrayItem for HostCpuIdInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostCpuIdInfo";
-    const ITEM_TAG: &'static str = "HostCpuIdInfo";
-}
-/// `HostCpuInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostCpuInfo {
-    /// `numCpuPackages`.
-    pub num_cpu_packages: i16,
-    /// `numCpuCores`.
-    pub num_cpu_cores: i16,
-    /// `numCpuThreads`.
-    pub num_cpu_threads: i16,
-    /// `hz`.
-    pub hz: i64,
-}
-impl x::SchemaType for HostCpuInfo {
-    const TYPE_NAME: &'static str = "HostCpuInfo";
-}
-impl x::Structure for HostCpuInfo {}
-impl x::Fields for HostCpuInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numCpuPackages" => r.read(&mut self.num_cpu_packages),
-            "numCpuCores" => r.read(&mut self.num_cpu_cores),
-            "numCpuThreads" => r.read(&mut self.num_cpu_threads),
-            "hz" => r.read(&mut self.hz),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("numCpuPackages", &self.num_cpu_packages);
-        w.write("numCpuCores", &self.num_cpu_cores);
-        w.write("numCpuThreads", &self.num_cpu_threads);
-        w.write("hz", &self.hz);
-    }
-}
-/// `HostCpuPackage` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostCpuPackage {
-    /// `index`.
-    pub index: i16,
-    /// `vendor`.
-    pub vendor: String,
-    /// `hz`.
-    pub hz: i64,
-    /// `busHz`.
-    pub bus_hz: i64,
-    /// `description`.
-    pub description: String,
-    /// `threadId`.
-    pub thread_id: Vec<i16>,
-    /// `cpuFeature`.
-    pub cpu_feature: Vec<HostCpuIdInfo>,
-    /// `family`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub family: Option<i16>,
-    /// `model`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub model: Option<i16>,
-    /// `stepping`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub stepping: Option<i16>,
-}
-impl x::SchemaType for HostCpuPackage {
-    const TYPE_NAME: &'static str = "HostCpuPackage";
-}
-impl x::Structure for HostCpuPackage {}
-impl Clone for HostCpuPackage {
-    fn clone(&self) -> Self {
-        Self {
-            index: self.index,
-            vendor: self.vendor.clone(),
-            hz: self.hz,
-            bus_hz: self.bus_hz,
-            description: self.description.clone(),
-            thread_id: x::clone_vec(&self.thread_id),
-            cpu_feature: x::clone_vec(&self.cpu_feature),
-            family: self.family,
-            model: self.model,
-            stepping: self.stepping,
-        }
-    }
-}
-impl x::Fields for HostCpuPackage {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "index" => r.read(&mut self.index),
-            "vendor" => r.read(&mut self.vendor),
-            "hz" => r.read(&mut self.hz),
-            "busHz" => r.read(&mut self.bus_hz),
-            "description" => r.read(&mut self.description),
-            "threadId" => r.read_push(&mut self.thread_id),
-            "cpuFeature" => r.read_push(&mut self.cpu_feature),
-            "family" => r.read_opt(&mut self.family),
-            "model" => r.read_opt(&mut self.model),
-            "stepping" => r.read_opt(&mut self.stepping),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("index", &self.index);
-        w.write("vendor", &self.vendor);
-        w.write("hz", &self.hz);
-        w.write("busHz", &self.bus_hz);
-        w.write("description", &self.description);
-        w.write_vec("threadId", &self.thread_id);
-        w.write_vec("cpuFeature", &self.cpu_feature);
-        if w.since(0x0800_0300, "HostCpuPackage.family", self.family.is_some()) {
-            w.write_opt("family", &self.family);
-        }
-        if w.since(0x0800_0300, "HostCpuPackage.model", self.model.is_some()) {
-            w.write_opt("model", &self.model);
-        }
-        if w.since(0x0800_0300, "HostCpuPackage.stepping", self.stepping.is_some()) {
-            w.write_opt("stepping", &self.stepping);
-        }
-    }
-}
-impl x::ArrayItem for HostCpuPackage {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostCpuPackage";
-    const ITEM_TAG: &'static str = "HostCpuPackage";
-}
-/// `HostCpuPowerManagementInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostCpuPowerManagementInfo {
-    /// `currentPolicy`.
-    pub current_policy: Option<String>,
-    /// `hardwareSupport`.
-    pub hardware_support: Option<String>,
-}
-impl x::SchemaType for HostCpuPowerManagementInfo {
-    const TYPE_NAME: &'static str = "HostCpuPowerManagementInfo";
-}
-impl x::Structure for HostCpuPowerManagementInfo {}
-impl x::Fields for HostCpuPowerManagementInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "currentPolicy" => r.read_opt(&mut self.current_policy),
-            "hardwareSupport" => r.read_opt(&mut self.hardware_support),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("currentPolicy", &self.current_policy);
-        w.write_opt("hardwareSupport", &self.hardware_support);
-    }
-}
-/// `HostCpuSchedulerInfo` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.3.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostCpuSchedulerInfo {
-    /// `policy`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub policy: String,
-}
-impl x::SchemaType for HostCpuSchedulerInfo {
-    const TYPE_NAME: &'static str = "HostCpuSchedulerInfo";
-}
-impl x::Structure for HostCpuSchedulerInfo {}
-impl x::Fields for HostCpuSchedulerInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "policy" => r.read(&mut self.policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0300, "type HostCpuSchedulerInfo", true);
-        w.write("policy", &self.policy);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostDasDisabledEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDasDisabledEvent {
-    /// The fields `HostDasDisabledEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostDasDisabledEvent {
-    const TYPE_NAME: &'static str = "HostDasDisabledEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostDasDisabledEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostDasDisabledEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostDasDisabledEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostDasDisabledEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostDasDisablingEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDasDisablingEvent {
-    /// The fields `HostDasDisablingEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostDasDisablingEvent {
-    const TYPE_NAME: &'static str = "HostDasDisablingEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostDasDisablingEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostDasDisablingEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostDasDisablingEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostDasDisablingEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostDasEnabledEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDasEnabledEvent {
-    /// The fields `HostDasEnabledEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostDasEnabledEvent {
-    const TYPE_NAME: &'static str = "HostDasEnabledEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostDasEnabledEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostDasEnabledEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostDasEnabledEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostDasEnabledEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostDasEnablingEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDasEnablingEvent {
-    /// The fields `HostDasEnablingEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostDasEnablingEvent {
-    const TYPE_NAME: &'static str = "HostDasEnablingEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostDasEnablingEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostDasEnablingEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostDasEnablingEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostDasEnablingEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostDasErrorEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDasErrorEvent {
-    /// The fields `HostDasErrorEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `message`.
-    pub message: Option<String>,
-    /// `reason`.
-    pub reason: Option<String>,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostDasErrorEvent {
-    const TYPE_NAME: &'static str = "HostDasErrorEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostDasErrorEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostDasErrorEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostDasErrorEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostDasErrorEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "message" => r.read_opt(&mut self.message),
-            "reason" => r.read_opt(&mut self.reason),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write_opt("message", &self.message);
-        w.write_opt("reason", &self.reason);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostDasEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDasEvent {
-    /// The fields `HostDasEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostDasEvent {
-    const TYPE_NAME: &'static str = "HostDasEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostDasEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostDasEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostDasEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostDasEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostDasOkEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDasOkEvent {
-    /// The fields `HostDasOkEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostDasOkEvent {
-    const TYPE_NAME: &'static str = "HostDasOkEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostDasOkEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostDasOkEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostDasOkEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostDasOkEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-/// `HostDataTransportConnectionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDataTransportConnectionInfo {
-    /// `staticMemoryConsumed`.
-    pub static_memory_consumed: i64,
-}
-impl x::SchemaType for HostDataTransportConnectionInfo {
-    const TYPE_NAME: &'static str = "HostDataTransportConnectionInfo";
-}
-impl x::Structure for HostDataTransportConnectionInfo {}
-impl x::Fields for HostDataTransportConnectionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "staticMemoryConsumed" => r.read(&mut self.static_memory_consumed),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("staticMemoryConsumed", &self.static_memory_consumed);
-    }
-}
-/// `HostDatastoreBrowserSearchResults` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostDatastoreBrowserSearchResults {
-    /// `datastore`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `folderPath`.
-    pub folder_path: Option<String>,
-    /// `file`.
-    pub file: Vec<AnyFileInfo>,
-}
-impl x::SchemaType for HostDatastoreBrowserSearchResults {
-    const TYPE_NAME: &'static str = "HostDatastoreBrowserSearchResults";
-}
-impl x::Structure for HostDatastoreBrowserSearchResults {}
-impl Clone for HostDatastoreBrowserSearchResults {
-    fn clone(&self) -> Self {
-        Self {
-            datastore: self.datastore.clone(),
-            folder_path: self.folder_path.clone(),
-            file: x::clone_vec(&self.file),
-        }
-    }
-}
-impl x::Fields for HostDatastoreBrowserSearchResults {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "datastore" => r.read_opt(&mut self.datastore),
-            "folderPath" => r.read_opt(&mut self.folder_path),
-            "file" => r.read_push(&mut self.file),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("folderPath", &self.folder_path);
-        w.write_vec("file", &self.file);
-    }
-}
-impl x::ArrayItem for HostDatastoreBrowserSearchResults {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDatastoreBrowserSearchResults";
-    const ITEM_TAG: &'static str = "HostDatastoreBrowserSearchResults";
-}
-/// `HostDatastoreBrowserSearchSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostDatastoreBrowserSearchSpec {
-    /// `query`.
-    pub query: Vec<AnyFileQuery>,
-    /// `details`.
-    pub details: Option<FileQueryFlags>,
-    /// `searchCaseInsensitive`.
-    pub search_case_insensitive: Option<bool>,
-    /// `matchPattern`.
-    pub match_pattern: Vec<String>,
-    /// `sortFoldersFirst`.
-    pub sort_folders_first: Option<bool>,
-}
-impl x::SchemaType for HostDatastoreBrowserSearchSpec {
-    const TYPE_NAME: &'static str = "HostDatastoreBrowserSearchSpec";
-}
-impl x::Structure for HostDatastoreBrowserSearchSpec {}
-impl Clone for HostDatastoreBrowserSearchSpec {
-    fn clone(&self) -> Self {
-        Self {
-            query: x::clone_vec(&self.query),
-            details: self.details.clone(),
-            search_case_insensitive: self.search_case_insensitive,
-            match_pattern: x::clone_vec(&self.match_pattern),
-            sort_folders_first: self.sort_folders_first,
-        }
-    }
-}
-impl x::Fields for HostDatastoreBrowserSearchSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "query" => r.read_push(&mut self.query),
-            "details" => r.read_opt(&mut self.details),
-            "searchCaseInsensitive" => r.read_opt(&mut self.search_case_insensitive),
-            "matchPattern" => r.read_push(&mut self.match_pattern),
-            "sortFoldersFirst" => r.read_opt(&mut self.sort_folders_first),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("query", &self.query);
-        w.write_opt("details", &self.details);
-        w.write_opt("searchCaseInsensitive", &self.search_case_insensitive);
-        w.write_vec("matchPattern", &self.match_pattern);
-        w.write_opt("sortFoldersFirst", &self.sort_folders_first);
-    }
-}
-/// `HostDatastoreConnectInfo` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostDatastoreConnectInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDatastoreConnectInfo {
-    /// `summary`.
-    pub summary: DatastoreSummary,
-}
-impl x::SchemaType for HostDatastoreConnectInfo {
-    const TYPE_NAME: &'static str = "HostDatastoreConnectInfo";
-}
-impl x::Structure for HostDatastoreConnectInfo {}
-impl x::Fields for HostDatastoreConnectInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "summary" => r.read(&mut self.summary),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("summary", &self.summary);
-    }
-}
 /// `HostDatastoreExistsConnectInfo` (extends `HostDatastoreConnectInfo`).
 ///
 /// The fields of `HostDatastoreConnectInfo` are in `host_datastore_connect_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDatastoreExistsConnectInfo {
     /// The fields `HostDatastoreExistsConnectInfo` inherits from `HostDatastoreConnectInfo`.
     pub host_datastore_connect_info: HostDatastoreConnectInfo,
@@ -1473,6 +19,16 @@ impl x::SchemaType for HostDatastoreExistsConnectInfo {
     const TYPE_NAME: &'static str = "HostDatastoreExistsConnectInfo";
 }
 impl x::Structure for HostDatastoreExistsConnectInfo {}
+impl std::fmt::Debug for HostDatastoreExistsConnectInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDatastoreExistsConnectInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostDatastoreExistsConnectInfo {
     type Target = HostDatastoreConnectInfo;
     #[inline]
@@ -1513,7 +69,7 @@ impl x::Fields for HostDatastoreExistsConnectInfo {
 /// `HostDatastoreNameConflictConnectInfo` (extends `HostDatastoreConnectInfo`).
 ///
 /// The fields of `HostDatastoreConnectInfo` are in `host_datastore_connect_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDatastoreNameConflictConnectInfo {
     /// The fields `HostDatastoreNameConflictConnectInfo` inherits from `HostDatastoreConnectInfo`.
     pub host_datastore_connect_info: HostDatastoreConnectInfo,
@@ -1524,6 +80,16 @@ impl x::SchemaType for HostDatastoreNameConflictConnectInfo {
     const TYPE_NAME: &'static str = "HostDatastoreNameConflictConnectInfo";
 }
 impl x::Structure for HostDatastoreNameConflictConnectInfo {}
+impl std::fmt::Debug for HostDatastoreNameConflictConnectInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDatastoreNameConflictConnectInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostDatastoreNameConflictConnectInfo {
     type Target = HostDatastoreConnectInfo;
     #[inline]
@@ -1562,7 +128,7 @@ impl x::Fields for HostDatastoreNameConflictConnectInfo {
     }
 }
 /// `HostDatastoreSystemCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDatastoreSystemCapabilities {
     /// `nfsMountCreationRequired`.
     pub nfs_mount_creation_required: bool,
@@ -1577,6 +143,16 @@ impl x::SchemaType for HostDatastoreSystemCapabilities {
     const TYPE_NAME: &'static str = "HostDatastoreSystemCapabilities";
 }
 impl x::Structure for HostDatastoreSystemCapabilities {}
+impl std::fmt::Debug for HostDatastoreSystemCapabilities {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDatastoreSystemCapabilities {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostDatastoreSystemCapabilities {
     fn decode_field(
         &mut self,
@@ -1606,7 +182,7 @@ impl x::Fields for HostDatastoreSystemCapabilities {
     }
 }
 /// `HostDatastoreSystemDatastoreResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDatastoreSystemDatastoreResult {
     /// `key`.
     pub key: x::ManagedObjectReference,
@@ -1617,6 +193,16 @@ impl x::SchemaType for HostDatastoreSystemDatastoreResult {
     const TYPE_NAME: &'static str = "HostDatastoreSystemDatastoreResult";
 }
 impl x::Structure for HostDatastoreSystemDatastoreResult {}
+impl std::fmt::Debug for HostDatastoreSystemDatastoreResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDatastoreSystemDatastoreResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostDatastoreSystemDatastoreResult {
     fn decode_field(
         &mut self,
@@ -1641,7 +227,7 @@ impl x::ArrayItem for HostDatastoreSystemDatastoreResult {
     const ITEM_TAG: &'static str = "HostDatastoreSystemDatastoreResult";
 }
 /// `HostDatastoreSystemVvolDatastoreSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDatastoreSystemVvolDatastoreSpec {
     /// `name`.
     pub name: String,
@@ -1652,6 +238,16 @@ impl x::SchemaType for HostDatastoreSystemVvolDatastoreSpec {
     const TYPE_NAME: &'static str = "HostDatastoreSystemVvolDatastoreSpec";
 }
 impl x::Structure for HostDatastoreSystemVvolDatastoreSpec {}
+impl std::fmt::Debug for HostDatastoreSystemVvolDatastoreSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDatastoreSystemVvolDatastoreSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostDatastoreSystemVvolDatastoreSpec {
     fn decode_field(
         &mut self,
@@ -1672,7 +268,7 @@ impl x::Fields for HostDatastoreSystemVvolDatastoreSpec {
     }
 }
 /// `HostDateTimeConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDateTimeConfig {
     /// `timeZone`.
     pub time_zone: Option<String>,
@@ -1695,6 +291,16 @@ impl x::SchemaType for HostDateTimeConfig {
     const TYPE_NAME: &'static str = "HostDateTimeConfig";
 }
 impl x::Structure for HostDateTimeConfig {}
+impl std::fmt::Debug for HostDateTimeConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDateTimeConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostDateTimeConfig {
     fn decode_field(
         &mut self,
@@ -1727,7 +333,7 @@ impl x::Fields for HostDateTimeConfig {
     }
 }
 /// `HostDateTimeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDateTimeInfo {
     /// `timeZone`.
     pub time_zone: HostDateTimeSystemTimeZone,
@@ -1764,6 +370,16 @@ impl x::SchemaType for HostDateTimeInfo {
     const TYPE_NAME: &'static str = "HostDateTimeInfo";
 }
 impl x::Structure for HostDateTimeInfo {}
+impl std::fmt::Debug for HostDateTimeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDateTimeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostDateTimeInfo {
     fn decode_field(
         &mut self,
@@ -1810,7 +426,7 @@ impl x::Fields for HostDateTimeInfo {
     }
 }
 /// `HostDateTimeSystemServiceTestResult` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostDateTimeSystemServiceTestResult {
     /// `workingNormally`.
     pub working_normally: bool,
@@ -1821,6 +437,16 @@ impl x::SchemaType for HostDateTimeSystemServiceTestResult {
     const TYPE_NAME: &'static str = "HostDateTimeSystemServiceTestResult";
 }
 impl x::Structure for HostDateTimeSystemServiceTestResult {}
+impl std::fmt::Debug for HostDateTimeSystemServiceTestResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDateTimeSystemServiceTestResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostDateTimeSystemServiceTestResult {
     fn clone(&self) -> Self {
         Self {
@@ -1849,7 +475,7 @@ impl x::Fields for HostDateTimeSystemServiceTestResult {
     }
 }
 /// `HostDateTimeSystemTimeZone` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDateTimeSystemTimeZone {
     /// `key`.
     pub key: String,
@@ -1864,6 +490,16 @@ impl x::SchemaType for HostDateTimeSystemTimeZone {
     const TYPE_NAME: &'static str = "HostDateTimeSystemTimeZone";
 }
 impl x::Structure for HostDateTimeSystemTimeZone {}
+impl std::fmt::Debug for HostDateTimeSystemTimeZone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDateTimeSystemTimeZone {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostDateTimeSystemTimeZone {
     fn decode_field(
         &mut self,
@@ -1892,7 +528,7 @@ impl x::ArrayItem for HostDateTimeSystemTimeZone {
     const ITEM_TAG: &'static str = "HostDateTimeSystemTimeZone";
 }
 /// `HostDeploymentInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDeploymentInfo {
     /// `bootedFromStatelessCache`.
     pub booted_from_stateless_cache: Option<bool>,
@@ -1901,6 +537,16 @@ impl x::SchemaType for HostDeploymentInfo {
     const TYPE_NAME: &'static str = "HostDeploymentInfo";
 }
 impl x::Structure for HostDeploymentInfo {}
+impl std::fmt::Debug for HostDeploymentInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDeploymentInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostDeploymentInfo {
     fn decode_field(
         &mut self,
@@ -1921,7 +567,7 @@ impl x::Fields for HostDeploymentInfo {
     }
 }
 /// `HostDevice` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDevice {
     /// `deviceName`.
     pub device_name: String,
@@ -1932,6 +578,16 @@ impl x::SchemaType for HostDevice {
     const TYPE_NAME: &'static str = "HostDevice";
 }
 impl x::Structure for HostDevice {}
+impl std::fmt::Debug for HostDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDevice {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostDevice {
     fn decode_field(
         &mut self,
@@ -1952,7 +608,7 @@ impl x::Fields for HostDevice {
     }
 }
 /// `HostDhcpService` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDhcpService {
     /// `key`.
     pub key: String,
@@ -1963,6 +619,16 @@ impl x::SchemaType for HostDhcpService {
     const TYPE_NAME: &'static str = "HostDhcpService";
 }
 impl x::Structure for HostDhcpService {}
+impl std::fmt::Debug for HostDhcpService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDhcpService {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostDhcpService {
     fn decode_field(
         &mut self,
@@ -1987,7 +653,7 @@ impl x::ArrayItem for HostDhcpService {
     const ITEM_TAG: &'static str = "HostDhcpService";
 }
 /// `HostDhcpServiceConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDhcpServiceConfig {
     /// `changeOperation`.
     pub change_operation: Option<String>,
@@ -2000,6 +666,16 @@ impl x::SchemaType for HostDhcpServiceConfig {
     const TYPE_NAME: &'static str = "HostDhcpServiceConfig";
 }
 impl x::Structure for HostDhcpServiceConfig {}
+impl std::fmt::Debug for HostDhcpServiceConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDhcpServiceConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostDhcpServiceConfig {
     fn decode_field(
         &mut self,
@@ -2026,7 +702,7 @@ impl x::ArrayItem for HostDhcpServiceConfig {
     const ITEM_TAG: &'static str = "HostDhcpServiceConfig";
 }
 /// `HostDhcpServiceSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDhcpServiceSpec {
     /// `virtualSwitch`.
     pub virtual_switch: String,
@@ -2049,6 +725,16 @@ impl x::SchemaType for HostDhcpServiceSpec {
     const TYPE_NAME: &'static str = "HostDhcpServiceSpec";
 }
 impl x::Structure for HostDhcpServiceSpec {}
+impl std::fmt::Debug for HostDhcpServiceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDhcpServiceSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostDhcpServiceSpec {
     fn decode_field(
         &mut self,
@@ -2081,7 +767,7 @@ impl x::Fields for HostDhcpServiceSpec {
     }
 }
 /// `HostDiagnosticPartition` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDiagnosticPartition {
     /// `storageType`.
     pub storage_type: String,
@@ -2096,6 +782,16 @@ impl x::SchemaType for HostDiagnosticPartition {
     const TYPE_NAME: &'static str = "HostDiagnosticPartition";
 }
 impl x::Structure for HostDiagnosticPartition {}
+impl std::fmt::Debug for HostDiagnosticPartition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDiagnosticPartition {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostDiagnosticPartition {
     fn decode_field(
         &mut self,
@@ -2124,7 +820,7 @@ impl x::ArrayItem for HostDiagnosticPartition {
     const ITEM_TAG: &'static str = "HostDiagnosticPartition";
 }
 /// `HostDiagnosticPartitionCreateDescription` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDiagnosticPartitionCreateDescription {
     /// `layout`.
     pub layout: HostDiskPartitionLayout,
@@ -2137,6 +833,16 @@ impl x::SchemaType for HostDiagnosticPartitionCreateDescription {
     const TYPE_NAME: &'static str = "HostDiagnosticPartitionCreateDescription";
 }
 impl x::Structure for HostDiagnosticPartitionCreateDescription {}
+impl std::fmt::Debug for HostDiagnosticPartitionCreateDescription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDiagnosticPartitionCreateDescription {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostDiagnosticPartitionCreateDescription {
     fn decode_field(
         &mut self,
@@ -2159,7 +865,7 @@ impl x::Fields for HostDiagnosticPartitionCreateDescription {
     }
 }
 /// `HostDiagnosticPartitionCreateOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDiagnosticPartitionCreateOption {
     /// `storageType`.
     pub storage_type: String,
@@ -2172,6 +878,16 @@ impl x::SchemaType for HostDiagnosticPartitionCreateOption {
     const TYPE_NAME: &'static str = "HostDiagnosticPartitionCreateOption";
 }
 impl x::Structure for HostDiagnosticPartitionCreateOption {}
+impl std::fmt::Debug for HostDiagnosticPartitionCreateOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDiagnosticPartitionCreateOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostDiagnosticPartitionCreateOption {
     fn decode_field(
         &mut self,
@@ -2198,7 +914,7 @@ impl x::ArrayItem for HostDiagnosticPartitionCreateOption {
     const ITEM_TAG: &'static str = "HostDiagnosticPartitionCreateOption";
 }
 /// `HostDiagnosticPartitionCreateSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDiagnosticPartitionCreateSpec {
     /// `storageType`.
     pub storage_type: String,
@@ -2215,6 +931,16 @@ impl x::SchemaType for HostDiagnosticPartitionCreateSpec {
     const TYPE_NAME: &'static str = "HostDiagnosticPartitionCreateSpec";
 }
 impl x::Structure for HostDiagnosticPartitionCreateSpec {}
+impl std::fmt::Debug for HostDiagnosticPartitionCreateSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDiagnosticPartitionCreateSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostDiagnosticPartitionCreateSpec {
     fn decode_field(
         &mut self,
@@ -2241,7 +967,7 @@ impl x::Fields for HostDiagnosticPartitionCreateSpec {
     }
 }
 /// `HostDigestInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostDigestInfo {
     /// `digestMethod`.
     pub digest_method: String,
@@ -2254,6 +980,16 @@ impl x::SchemaType for HostDigestInfo {
     const TYPE_NAME: &'static str = "HostDigestInfo";
 }
 impl x::Structure for HostDigestInfo {}
+impl std::fmt::Debug for HostDigestInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDigestInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostDigestInfo {
     fn clone(&self) -> Self {
         Self {
@@ -2287,7 +1023,7 @@ impl x::Fields for HostDigestInfo {
 /// `HostDirectoryStoreInfo` (extends `HostAuthenticationStoreInfo`).
 ///
 /// The fields of `HostAuthenticationStoreInfo` are in `host_authentication_store_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDirectoryStoreInfo {
     /// The fields `HostDirectoryStoreInfo` inherits from `HostAuthenticationStoreInfo`.
     pub host_authentication_store_info: HostAuthenticationStoreInfo,
@@ -2296,6 +1032,16 @@ impl x::SchemaType for HostDirectoryStoreInfo {
     const TYPE_NAME: &'static str = "HostDirectoryStoreInfo";
 }
 impl x::Structure for HostDirectoryStoreInfo {}
+impl std::fmt::Debug for HostDirectoryStoreInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDirectoryStoreInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostDirectoryStoreInfo {
     type Target = HostAuthenticationStoreInfo;
     #[inline]
@@ -2326,7 +1072,7 @@ impl x::Fields for HostDirectoryStoreInfo {
 /// `HostDisconnectedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDisconnectedEvent {
     /// The fields `HostDisconnectedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -2339,6 +1085,18 @@ impl x::SchemaType for HostDisconnectedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostDisconnectedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostDisconnectedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostDisconnectedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostDisconnectedEvent {
     type Target = HostEvent;
@@ -2374,7 +1132,7 @@ impl x::Fields for HostDisconnectedEvent {
     }
 }
 /// `HostDiskConfigurationResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDiskConfigurationResult {
     /// `devicePath`.
     pub device_path: Option<String>,
@@ -2387,6 +1145,16 @@ impl x::SchemaType for HostDiskConfigurationResult {
     const TYPE_NAME: &'static str = "HostDiskConfigurationResult";
 }
 impl x::Structure for HostDiskConfigurationResult {}
+impl std::fmt::Debug for HostDiskConfigurationResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDiskConfigurationResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostDiskConfigurationResult {
     fn decode_field(
         &mut self,
@@ -2413,12 +1181,22 @@ impl x::ArrayItem for HostDiskConfigurationResult {
     const ITEM_TAG: &'static str = "HostDiskConfigurationResult";
 }
 /// `HostDiskDimensions` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDiskDimensions {}
 impl x::SchemaType for HostDiskDimensions {
     const TYPE_NAME: &'static str = "HostDiskDimensions";
 }
 impl x::Structure for HostDiskDimensions {}
+impl std::fmt::Debug for HostDiskDimensions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDiskDimensions {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostDiskDimensions {
     fn decode_field(
         &mut self,
@@ -2430,7 +1208,7 @@ impl x::Fields for HostDiskDimensions {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `HostDiskDimensionsChs` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDiskDimensionsChs {
     /// `cylinder`.
     pub cylinder: i64,
@@ -2443,6 +1221,16 @@ impl x::SchemaType for HostDiskDimensionsChs {
     const TYPE_NAME: &'static str = "HostDiskDimensionsChs";
 }
 impl x::Structure for HostDiskDimensionsChs {}
+impl std::fmt::Debug for HostDiskDimensionsChs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDiskDimensionsChs {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostDiskDimensionsChs {
     fn decode_field(
         &mut self,
@@ -2465,7 +1253,7 @@ impl x::Fields for HostDiskDimensionsChs {
     }
 }
 /// `HostDiskDimensionsLba` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDiskDimensionsLba {
     /// `blockSize`.
     pub block_size: i32,
@@ -2476,6 +1264,16 @@ impl x::SchemaType for HostDiskDimensionsLba {
     const TYPE_NAME: &'static str = "HostDiskDimensionsLba";
 }
 impl x::Structure for HostDiskDimensionsLba {}
+impl std::fmt::Debug for HostDiskDimensionsLba {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDiskDimensionsLba {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostDiskDimensionsLba {
     fn decode_field(
         &mut self,
@@ -2496,7 +1294,7 @@ impl x::Fields for HostDiskDimensionsLba {
     }
 }
 /// `HostDiskMappingInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDiskMappingInfo {
     /// `physicalPartition`.
     pub physical_partition: Option<HostDiskMappingPartitionInfo>,
@@ -2509,6 +1307,16 @@ impl x::SchemaType for HostDiskMappingInfo {
     const TYPE_NAME: &'static str = "HostDiskMappingInfo";
 }
 impl x::Structure for HostDiskMappingInfo {}
+impl std::fmt::Debug for HostDiskMappingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDiskMappingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostDiskMappingInfo {
     fn decode_field(
         &mut self,
@@ -2531,7 +1339,7 @@ impl x::Fields for HostDiskMappingInfo {
     }
 }
 /// `HostDiskMappingOption` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostDiskMappingOption {
     /// `physicalPartition`.
     pub physical_partition: Vec<HostDiskMappingPartitionOption>,
@@ -2542,6 +1350,16 @@ impl x::SchemaType for HostDiskMappingOption {
     const TYPE_NAME: &'static str = "HostDiskMappingOption";
 }
 impl x::Structure for HostDiskMappingOption {}
+impl std::fmt::Debug for HostDiskMappingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDiskMappingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostDiskMappingOption {
     fn clone(&self) -> Self {
         Self {
@@ -2570,7 +1388,7 @@ impl x::Fields for HostDiskMappingOption {
     }
 }
 /// `HostDiskMappingPartitionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDiskMappingPartitionInfo {
     /// `name`.
     pub name: String,
@@ -2583,6 +1401,16 @@ impl x::SchemaType for HostDiskMappingPartitionInfo {
     const TYPE_NAME: &'static str = "HostDiskMappingPartitionInfo";
 }
 impl x::Structure for HostDiskMappingPartitionInfo {}
+impl std::fmt::Debug for HostDiskMappingPartitionInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDiskMappingPartitionInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostDiskMappingPartitionInfo {
     fn decode_field(
         &mut self,
@@ -2605,7 +1433,7 @@ impl x::Fields for HostDiskMappingPartitionInfo {
     }
 }
 /// `HostDiskMappingPartitionOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDiskMappingPartitionOption {
     /// `name`.
     pub name: String,
@@ -2618,6 +1446,16 @@ impl x::SchemaType for HostDiskMappingPartitionOption {
     const TYPE_NAME: &'static str = "HostDiskMappingPartitionOption";
 }
 impl x::Structure for HostDiskMappingPartitionOption {}
+impl std::fmt::Debug for HostDiskMappingPartitionOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDiskMappingPartitionOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostDiskMappingPartitionOption {
     fn decode_field(
         &mut self,
@@ -2644,7 +1482,7 @@ impl x::ArrayItem for HostDiskMappingPartitionOption {
     const ITEM_TAG: &'static str = "HostDiskMappingPartitionOption";
 }
 /// `HostDiskPartitionAttributes` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDiskPartitionAttributes {
     /// `partition`.
     pub partition: i32,
@@ -2667,6 +1505,16 @@ impl x::SchemaType for HostDiskPartitionAttributes {
     const TYPE_NAME: &'static str = "HostDiskPartitionAttributes";
 }
 impl x::Structure for HostDiskPartitionAttributes {}
+impl std::fmt::Debug for HostDiskPartitionAttributes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDiskPartitionAttributes {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostDiskPartitionAttributes {
     fn decode_field(
         &mut self,
@@ -2703,7 +1551,7 @@ impl x::ArrayItem for HostDiskPartitionAttributes {
     const ITEM_TAG: &'static str = "HostDiskPartitionAttributes";
 }
 /// `HostDiskPartitionBlockRange` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDiskPartitionBlockRange {
     /// `partition`.
     pub partition: Option<i32>,
@@ -2718,6 +1566,16 @@ impl x::SchemaType for HostDiskPartitionBlockRange {
     const TYPE_NAME: &'static str = "HostDiskPartitionBlockRange";
 }
 impl x::Structure for HostDiskPartitionBlockRange {}
+impl std::fmt::Debug for HostDiskPartitionBlockRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDiskPartitionBlockRange {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostDiskPartitionBlockRange {
     fn decode_field(
         &mut self,
@@ -2746,7 +1604,7 @@ impl x::ArrayItem for HostDiskPartitionBlockRange {
     const ITEM_TAG: &'static str = "HostDiskPartitionBlockRange";
 }
 /// `HostDiskPartitionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDiskPartitionInfo {
     /// `deviceName`.
     pub device_name: String,
@@ -2759,6 +1617,16 @@ impl x::SchemaType for HostDiskPartitionInfo {
     const TYPE_NAME: &'static str = "HostDiskPartitionInfo";
 }
 impl x::Structure for HostDiskPartitionInfo {}
+impl std::fmt::Debug for HostDiskPartitionInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDiskPartitionInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostDiskPartitionInfo {
     fn decode_field(
         &mut self,
@@ -2785,7 +1653,7 @@ impl x::ArrayItem for HostDiskPartitionInfo {
     const ITEM_TAG: &'static str = "HostDiskPartitionInfo";
 }
 /// `HostDiskPartitionLayout` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostDiskPartitionLayout {
     /// `total`.
     pub total: Option<HostDiskDimensionsLba>,
@@ -2796,6 +1664,16 @@ impl x::SchemaType for HostDiskPartitionLayout {
     const TYPE_NAME: &'static str = "HostDiskPartitionLayout";
 }
 impl x::Structure for HostDiskPartitionLayout {}
+impl std::fmt::Debug for HostDiskPartitionLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDiskPartitionLayout {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostDiskPartitionLayout {
     fn clone(&self) -> Self {
         Self {
@@ -2824,7 +1702,7 @@ impl x::Fields for HostDiskPartitionLayout {
     }
 }
 /// `HostDiskPartitionSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostDiskPartitionSpec {
     /// `partitionFormat`.
     pub partition_format: Option<String>,
@@ -2843,6 +1721,16 @@ impl x::SchemaType for HostDiskPartitionSpec {
     const TYPE_NAME: &'static str = "HostDiskPartitionSpec";
 }
 impl x::Structure for HostDiskPartitionSpec {}
+impl std::fmt::Debug for HostDiskPartitionSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDiskPartitionSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostDiskPartitionSpec {
     fn clone(&self) -> Self {
         Self {
@@ -2890,7 +1778,7 @@ impl x::Fields for HostDiskPartitionSpec {
 /// `HostDnsConfig` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyHostDnsConfig`], which also carries its subtypes.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostDnsConfig {
     /// `dhcp`.
     pub dhcp: bool,
@@ -2911,6 +1799,16 @@ impl x::SchemaType for HostDnsConfig {
     const TYPE_NAME: &'static str = "HostDnsConfig";
 }
 impl x::Structure for HostDnsConfig {}
+impl std::fmt::Debug for HostDnsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDnsConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostDnsConfig {
     fn clone(&self) -> Self {
         Self {
@@ -2956,7 +1854,7 @@ impl x::Fields for HostDnsConfig {
 /// `HostDnsConfigSpec` (extends `HostDnsConfig`).
 ///
 /// The fields of `HostDnsConfig` are in `host_dns_config`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDnsConfigSpec {
     /// The fields `HostDnsConfigSpec` inherits from `HostDnsConfig`.
     pub host_dns_config: HostDnsConfig,
@@ -2969,6 +1867,16 @@ impl x::SchemaType for HostDnsConfigSpec {
     const TYPE_NAME: &'static str = "HostDnsConfigSpec";
 }
 impl x::Structure for HostDnsConfigSpec {}
+impl std::fmt::Debug for HostDnsConfigSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDnsConfigSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostDnsConfigSpec {
     type Target = HostDnsConfig;
     #[inline]
@@ -3005,7 +1913,7 @@ impl x::Fields for HostDnsConfigSpec {
 /// `HostDvxClass` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostDvxClass {
     /// `deviceClass`.
     ///
@@ -3028,6 +1936,16 @@ impl x::SchemaType for HostDvxClass {
     const TYPE_NAME: &'static str = "HostDvxClass";
 }
 impl x::Structure for HostDvxClass {}
+impl std::fmt::Debug for HostDvxClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostDvxClass {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostDvxClass {
     fn decode_field(
         &mut self,
@@ -3060,7 +1978,7 @@ impl x::ArrayItem for HostDvxClass {
 /// `HostEnableAdminFailedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostEnableAdminFailedEvent {
     /// The fields `HostEnableAdminFailedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -3073,6 +1991,18 @@ impl x::SchemaType for HostEnableAdminFailedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostEnableAdminFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostEnableAdminFailedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostEnableAdminFailedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl Clone for HostEnableAdminFailedEvent {
     fn clone(&self) -> Self {
@@ -3117,7 +2047,7 @@ impl x::Fields for HostEnableAdminFailedEvent {
     }
 }
 /// `HostEnterMaintenanceResult` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostEnterMaintenanceResult {
     /// `vmFaults`.
     pub vm_faults: Vec<FaultsByVM>,
@@ -3128,6 +2058,16 @@ impl x::SchemaType for HostEnterMaintenanceResult {
     const TYPE_NAME: &'static str = "HostEnterMaintenanceResult";
 }
 impl x::Structure for HostEnterMaintenanceResult {}
+impl std::fmt::Debug for HostEnterMaintenanceResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostEnterMaintenanceResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostEnterMaintenanceResult {
     fn clone(&self) -> Self {
         Self {
@@ -3156,7 +2096,7 @@ impl x::Fields for HostEnterMaintenanceResult {
     }
 }
 /// `HostEsxAgentHostManagerConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostEsxAgentHostManagerConfigInfo {
     /// `agentVmDatastore`.
     pub agent_vm_datastore: Option<x::ManagedObjectReference>,
@@ -3167,6 +2107,16 @@ impl x::SchemaType for HostEsxAgentHostManagerConfigInfo {
     const TYPE_NAME: &'static str = "HostEsxAgentHostManagerConfigInfo";
 }
 impl x::Structure for HostEsxAgentHostManagerConfigInfo {}
+impl std::fmt::Debug for HostEsxAgentHostManagerConfigInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostEsxAgentHostManagerConfigInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostEsxAgentHostManagerConfigInfo {
     fn decode_field(
         &mut self,
@@ -3190,7 +2140,7 @@ impl x::Fields for HostEsxAgentHostManagerConfigInfo {
 /// `HostEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostEvent {
     /// The fields `HostEvent` inherits from `Event`.
     pub event: Event,
@@ -3201,6 +2151,18 @@ impl x::SchemaType for HostEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostEvent {
     type Target = Event;
@@ -3228,5 +2190,1277 @@ impl x::Fields for HostEvent {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.event, w);
+    }
+}
+/// `HostEventArgument` (extends `EntityEventArgument`).
+///
+/// The fields of `EntityEventArgument` are in `entity_event_argument`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostEventArgument {
+    /// The fields `HostEventArgument` inherits from `EntityEventArgument`.
+    pub entity_event_argument: EntityEventArgument,
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+}
+impl x::SchemaType for HostEventArgument {
+    const TYPE_NAME: &'static str = "HostEventArgument";
+}
+impl x::Structure for HostEventArgument {}
+impl std::fmt::Debug for HostEventArgument {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostEventArgument {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for HostEventArgument {
+    type Target = EntityEventArgument;
+    #[inline]
+    fn deref(&self) -> &EntityEventArgument {
+        &self.entity_event_argument
+    }
+}
+impl std::ops::DerefMut for HostEventArgument {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut EntityEventArgument {
+        &mut self.entity_event_argument
+    }
+}
+impl x::Fields for HostEventArgument {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            _ => return x::Fields::decode_field(&mut self.entity_event_argument, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.entity_event_argument, w);
+        w.write("host", &self.host);
+    }
+}
+impl x::ArrayItem for HostEventArgument {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostEventArgument";
+    const ITEM_TAG: &'static str = "HostEventArgument";
+}
+#[cfg(feature = "all-events")]
+/// `HostExtraNetworksEvent` (extends `HostDasEvent`).
+///
+/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostExtraNetworksEvent {
+    /// The fields `HostExtraNetworksEvent` inherits from `HostDasEvent`.
+    pub host_das_event: HostDasEvent,
+    /// `ips`.
+    pub ips: Option<String>,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostExtraNetworksEvent {
+    const TYPE_NAME: &'static str = "HostExtraNetworksEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostExtraNetworksEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostExtraNetworksEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostExtraNetworksEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostExtraNetworksEvent {
+    type Target = HostDasEvent;
+    #[inline]
+    fn deref(&self) -> &HostDasEvent {
+        &self.host_das_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostExtraNetworksEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostDasEvent {
+        &mut self.host_das_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostExtraNetworksEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ips" => r.read_opt(&mut self.ips),
+            _ => return x::Fields::decode_field(&mut self.host_das_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_das_event, w);
+        w.write_opt("ips", &self.ips);
+    }
+}
+/// `HostFaultToleranceManagerComponentHealthInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostFaultToleranceManagerComponentHealthInfo {
+    /// `isStorageHealthy`.
+    pub is_storage_healthy: bool,
+    /// `isNetworkHealthy`.
+    pub is_network_healthy: bool,
+}
+impl x::SchemaType for HostFaultToleranceManagerComponentHealthInfo {
+    const TYPE_NAME: &'static str = "HostFaultToleranceManagerComponentHealthInfo";
+}
+impl x::Structure for HostFaultToleranceManagerComponentHealthInfo {}
+impl std::fmt::Debug for HostFaultToleranceManagerComponentHealthInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostFaultToleranceManagerComponentHealthInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for HostFaultToleranceManagerComponentHealthInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "isStorageHealthy" => r.read(&mut self.is_storage_healthy),
+            "isNetworkHealthy" => r.read(&mut self.is_network_healthy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("isStorageHealthy", &self.is_storage_healthy);
+        w.write("isNetworkHealthy", &self.is_network_healthy);
+    }
+}
+/// `HostFeatureCapability` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostFeatureCapability {
+    /// `key`.
+    pub key: String,
+    /// `featureName`.
+    pub feature_name: String,
+    /// `value`.
+    pub value: String,
+}
+impl x::SchemaType for HostFeatureCapability {
+    const TYPE_NAME: &'static str = "HostFeatureCapability";
+}
+impl x::Structure for HostFeatureCapability {}
+impl std::fmt::Debug for HostFeatureCapability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostFeatureCapability {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for HostFeatureCapability {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "featureName" => r.read(&mut self.feature_name),
+            "value" => r.read(&mut self.value),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("featureName", &self.feature_name);
+        w.write("value", &self.value);
+    }
+}
+impl x::ArrayItem for HostFeatureCapability {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFeatureCapability";
+    const ITEM_TAG: &'static str = "HostFeatureCapability";
+}
+/// `HostFeatureMask` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostFeatureMask {
+    /// `key`.
+    pub key: String,
+    /// `featureName`.
+    pub feature_name: String,
+    /// `value`.
+    pub value: String,
+}
+impl x::SchemaType for HostFeatureMask {
+    const TYPE_NAME: &'static str = "HostFeatureMask";
+}
+impl x::Structure for HostFeatureMask {}
+impl std::fmt::Debug for HostFeatureMask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostFeatureMask {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for HostFeatureMask {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "featureName" => r.read(&mut self.feature_name),
+            "value" => r.read(&mut self.value),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("featureName", &self.feature_name);
+        w.write("value", &self.value);
+    }
+}
+impl x::ArrayItem for HostFeatureMask {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFeatureMask";
+    const ITEM_TAG: &'static str = "HostFeatureMask";
+}
+/// `HostFeatureVersionInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostFeatureVersionInfo {
+    /// `key`.
+    pub key: String,
+    /// `value`.
+    pub value: String,
+}
+impl x::SchemaType for HostFeatureVersionInfo {
+    const TYPE_NAME: &'static str = "HostFeatureVersionInfo";
+}
+impl x::Structure for HostFeatureVersionInfo {}
+impl std::fmt::Debug for HostFeatureVersionInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostFeatureVersionInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for HostFeatureVersionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "value" => r.read(&mut self.value),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("value", &self.value);
+    }
+}
+impl x::ArrayItem for HostFeatureVersionInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFeatureVersionInfo";
+    const ITEM_TAG: &'static str = "HostFeatureVersionInfo";
+}
+/// `HostFibreChannelHba` (extends `HostHostBusAdapter`).
+///
+/// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostFibreChannelHba {
+    /// The fields `HostFibreChannelHba` inherits from `HostHostBusAdapter`.
+    pub host_host_bus_adapter: HostHostBusAdapter,
+    /// `portWorldWideName`.
+    pub port_world_wide_name: i64,
+    /// `nodeWorldWideName`.
+    pub node_world_wide_name: i64,
+    /// `portType`.
+    pub port_type: FibreChannelPortType,
+    /// `speed`.
+    pub speed: i64,
+}
+impl x::SchemaType for HostFibreChannelHba {
+    const TYPE_NAME: &'static str = "HostFibreChannelHba";
+}
+impl x::Structure for HostFibreChannelHba {}
+impl std::fmt::Debug for HostFibreChannelHba {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostFibreChannelHba {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for HostFibreChannelHba {
+    type Target = HostHostBusAdapter;
+    #[inline]
+    fn deref(&self) -> &HostHostBusAdapter {
+        &self.host_host_bus_adapter
+    }
+}
+impl std::ops::DerefMut for HostFibreChannelHba {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
+        &mut self.host_host_bus_adapter
+    }
+}
+impl x::Fields for HostFibreChannelHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
+            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
+            "portType" => r.read(&mut self.port_type),
+            "speed" => r.read(&mut self.speed),
+            _ => return x::Fields::decode_field(&mut self.host_host_bus_adapter, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_host_bus_adapter, w);
+        w.write("portWorldWideName", &self.port_world_wide_name);
+        w.write("nodeWorldWideName", &self.node_world_wide_name);
+        w.write("portType", &self.port_type);
+        w.write("speed", &self.speed);
+    }
+}
+/// `HostFibreChannelOverEthernetHba` (extends `HostFibreChannelHba`).
+///
+/// The fields of `HostFibreChannelHba` are in `host_fibre_channel_hba`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostFibreChannelOverEthernetHba {
+    /// The fields `HostFibreChannelOverEthernetHba` inherits from `HostFibreChannelHba`.
+    pub host_fibre_channel_hba: HostFibreChannelHba,
+    /// `underlyingNic`.
+    pub underlying_nic: String,
+    /// `linkInfo`.
+    pub link_info: HostFibreChannelOverEthernetHbaLinkInfo,
+    /// `isSoftwareFcoe`.
+    pub is_software_fcoe: bool,
+    /// `markedForRemoval`.
+    pub marked_for_removal: bool,
+}
+impl x::SchemaType for HostFibreChannelOverEthernetHba {
+    const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetHba";
+}
+impl x::Structure for HostFibreChannelOverEthernetHba {}
+impl std::fmt::Debug for HostFibreChannelOverEthernetHba {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostFibreChannelOverEthernetHba {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for HostFibreChannelOverEthernetHba {
+    type Target = HostFibreChannelHba;
+    #[inline]
+    fn deref(&self) -> &HostFibreChannelHba {
+        &self.host_fibre_channel_hba
+    }
+}
+impl std::ops::DerefMut for HostFibreChannelOverEthernetHba {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostFibreChannelHba {
+        &mut self.host_fibre_channel_hba
+    }
+}
+impl x::Fields for HostFibreChannelOverEthernetHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "underlyingNic" => r.read(&mut self.underlying_nic),
+            "linkInfo" => r.read(&mut self.link_info),
+            "isSoftwareFcoe" => r.read(&mut self.is_software_fcoe),
+            "markedForRemoval" => r.read(&mut self.marked_for_removal),
+            _ => {
+                return x::Fields::decode_field(&mut self.host_fibre_channel_hba, r, name);
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_fibre_channel_hba, w);
+        w.write("underlyingNic", &self.underlying_nic);
+        w.write("linkInfo", &self.link_info);
+        w.write("isSoftwareFcoe", &self.is_software_fcoe);
+        w.write("markedForRemoval", &self.marked_for_removal);
+    }
+}
+/// `HostFibreChannelOverEthernetHbaLinkInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostFibreChannelOverEthernetHbaLinkInfo {
+    /// `vnportMac`.
+    pub vnport_mac: String,
+    /// `fcfMac`.
+    pub fcf_mac: String,
+    /// `vlanId`.
+    pub vlan_id: i32,
+}
+impl x::SchemaType for HostFibreChannelOverEthernetHbaLinkInfo {
+    const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetHbaLinkInfo";
+}
+impl x::Structure for HostFibreChannelOverEthernetHbaLinkInfo {}
+impl std::fmt::Debug for HostFibreChannelOverEthernetHbaLinkInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostFibreChannelOverEthernetHbaLinkInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for HostFibreChannelOverEthernetHbaLinkInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vnportMac" => r.read(&mut self.vnport_mac),
+            "fcfMac" => r.read(&mut self.fcf_mac),
+            "vlanId" => r.read(&mut self.vlan_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vnportMac", &self.vnport_mac);
+        w.write("fcfMac", &self.fcf_mac);
+        w.write("vlanId", &self.vlan_id);
+    }
+}
+/// `HostFibreChannelOverEthernetTargetTransport` (extends `HostFibreChannelTargetTransport`).
+///
+/// The fields of `HostFibreChannelTargetTransport` are in `host_fibre_channel_target_transport`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostFibreChannelOverEthernetTargetTransport {
+    /// The fields `HostFibreChannelOverEthernetTargetTransport` inherits from `HostFibreChannelTargetTransport`.
+    pub host_fibre_channel_target_transport: HostFibreChannelTargetTransport,
+    /// `vnportMac`.
+    pub vnport_mac: String,
+    /// `fcfMac`.
+    pub fcf_mac: String,
+    /// `vlanId`.
+    pub vlan_id: i32,
+}
+impl x::SchemaType for HostFibreChannelOverEthernetTargetTransport {
+    const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetTargetTransport";
+}
+impl x::Structure for HostFibreChannelOverEthernetTargetTransport {}
+impl std::fmt::Debug for HostFibreChannelOverEthernetTargetTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostFibreChannelOverEthernetTargetTransport {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for HostFibreChannelOverEthernetTargetTransport {
+    type Target = HostFibreChannelTargetTransport;
+    #[inline]
+    fn deref(&self) -> &HostFibreChannelTargetTransport {
+        &self.host_fibre_channel_target_transport
+    }
+}
+impl std::ops::DerefMut for HostFibreChannelOverEthernetTargetTransport {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostFibreChannelTargetTransport {
+        &mut self.host_fibre_channel_target_transport
+    }
+}
+impl x::Fields for HostFibreChannelOverEthernetTargetTransport {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vnportMac" => r.read(&mut self.vnport_mac),
+            "fcfMac" => r.read(&mut self.fcf_mac),
+            "vlanId" => r.read(&mut self.vlan_id),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_fibre_channel_target_transport,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_fibre_channel_target_transport, w);
+        w.write("vnportMac", &self.vnport_mac);
+        w.write("fcfMac", &self.fcf_mac);
+        w.write("vlanId", &self.vlan_id);
+    }
+}
+/// `HostFibreChannelTargetTransport` (extends `HostTargetTransport`).
+#[derive(Clone, Default)]
+pub struct HostFibreChannelTargetTransport {
+    /// `portWorldWideName`.
+    pub port_world_wide_name: i64,
+    /// `nodeWorldWideName`.
+    pub node_world_wide_name: i64,
+}
+impl x::SchemaType for HostFibreChannelTargetTransport {
+    const TYPE_NAME: &'static str = "HostFibreChannelTargetTransport";
+}
+impl x::Structure for HostFibreChannelTargetTransport {}
+impl std::fmt::Debug for HostFibreChannelTargetTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostFibreChannelTargetTransport {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for HostFibreChannelTargetTransport {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
+            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("portWorldWideName", &self.port_world_wide_name);
+        w.write("nodeWorldWideName", &self.node_world_wide_name);
+    }
+}
+/// `HostFileAccess` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostFileAccess {
+    /// `who`.
+    pub who: String,
+    /// `what`.
+    pub what: String,
+}
+impl x::SchemaType for HostFileAccess {
+    const TYPE_NAME: &'static str = "HostFileAccess";
+}
+impl x::Structure for HostFileAccess {}
+impl std::fmt::Debug for HostFileAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostFileAccess {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for HostFileAccess {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "who" => r.read(&mut self.who),
+            "what" => r.read(&mut self.what),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("who", &self.who);
+        w.write("what", &self.what);
+    }
+}
+/// `HostFileSystemMountInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostFileSystemMountInfo {
+    /// `mountInfo`.
+    pub mount_info: HostMountInfo,
+    /// `volume`.
+    pub volume: AnyHostFileSystemVolume,
+    /// `vStorageSupport`.
+    pub vstorage_support: Option<String>,
+}
+impl x::SchemaType for HostFileSystemMountInfo {
+    const TYPE_NAME: &'static str = "HostFileSystemMountInfo";
+}
+impl x::Structure for HostFileSystemMountInfo {}
+impl std::fmt::Debug for HostFileSystemMountInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostFileSystemMountInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for HostFileSystemMountInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "mountInfo" => r.read(&mut self.mount_info),
+            "volume" => r.read(&mut self.volume),
+            "vStorageSupport" => r.read_opt(&mut self.vstorage_support),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("mountInfo", &self.mount_info);
+        w.write("volume", &self.volume);
+        w.write_opt("vStorageSupport", &self.vstorage_support);
+    }
+}
+impl x::ArrayItem for HostFileSystemMountInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFileSystemMountInfo";
+    const ITEM_TAG: &'static str = "HostFileSystemMountInfo";
+}
+/// `HostFileSystemVolume` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostFileSystemVolume`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct HostFileSystemVolume {
+    /// `type`.
+    pub type_: String,
+    /// `name`.
+    pub name: String,
+    /// `capacity`.
+    pub capacity: i64,
+}
+impl x::SchemaType for HostFileSystemVolume {
+    const TYPE_NAME: &'static str = "HostFileSystemVolume";
+}
+impl x::Structure for HostFileSystemVolume {}
+impl std::fmt::Debug for HostFileSystemVolume {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostFileSystemVolume {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for HostFileSystemVolume {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "name" => r.read(&mut self.name),
+            "capacity" => r.read(&mut self.capacity),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("name", &self.name);
+        w.write("capacity", &self.capacity);
+    }
+}
+/// `HostFileSystemVolumeInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostFileSystemVolumeInfo {
+    /// `volumeTypeList`.
+    pub volume_type_list: Vec<String>,
+    /// `mountInfo`.
+    pub mount_info: Vec<HostFileSystemMountInfo>,
+}
+impl x::SchemaType for HostFileSystemVolumeInfo {
+    const TYPE_NAME: &'static str = "HostFileSystemVolumeInfo";
+}
+impl x::Structure for HostFileSystemVolumeInfo {}
+impl std::fmt::Debug for HostFileSystemVolumeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostFileSystemVolumeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for HostFileSystemVolumeInfo {
+    fn clone(&self) -> Self {
+        Self {
+            volume_type_list: x::clone_vec(&self.volume_type_list),
+            mount_info: x::clone_vec(&self.mount_info),
+        }
+    }
+}
+impl x::Fields for HostFileSystemVolumeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "volumeTypeList" => r.read_push(&mut self.volume_type_list),
+            "mountInfo" => r.read_push(&mut self.mount_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("volumeTypeList", &self.volume_type_list);
+        w.write_vec("mountInfo", &self.mount_info);
+    }
+}
+/// `HostFirewallConfig` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostFirewallConfig {
+    /// `rule`.
+    pub rule: Vec<HostFirewallConfigRuleSetConfig>,
+    /// `defaultBlockingPolicy`.
+    pub default_blocking_policy: HostFirewallDefaultPolicy,
+}
+impl x::SchemaType for HostFirewallConfig {
+    const TYPE_NAME: &'static str = "HostFirewallConfig";
+}
+impl x::Structure for HostFirewallConfig {}
+impl std::fmt::Debug for HostFirewallConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostFirewallConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for HostFirewallConfig {
+    fn clone(&self) -> Self {
+        Self {
+            rule: x::clone_vec(&self.rule),
+            default_blocking_policy: self.default_blocking_policy.clone(),
+        }
+    }
+}
+impl x::Fields for HostFirewallConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "rule" => r.read_push(&mut self.rule),
+            "defaultBlockingPolicy" => r.read(&mut self.default_blocking_policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("rule", &self.rule);
+        w.write("defaultBlockingPolicy", &self.default_blocking_policy);
+    }
+}
+/// `HostFirewallConfigRuleSetConfig` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostFirewallConfigRuleSetConfig {
+    /// `rulesetId`.
+    pub ruleset_id: String,
+    /// `enabled`.
+    pub enabled: bool,
+    /// `allowedHosts`.
+    pub allowed_hosts: Option<HostFirewallRulesetIpList>,
+}
+impl x::SchemaType for HostFirewallConfigRuleSetConfig {
+    const TYPE_NAME: &'static str = "HostFirewallConfigRuleSetConfig";
+}
+impl x::Structure for HostFirewallConfigRuleSetConfig {}
+impl std::fmt::Debug for HostFirewallConfigRuleSetConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostFirewallConfigRuleSetConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for HostFirewallConfigRuleSetConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "rulesetId" => r.read(&mut self.ruleset_id),
+            "enabled" => r.read(&mut self.enabled),
+            "allowedHosts" => r.read_opt(&mut self.allowed_hosts),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("rulesetId", &self.ruleset_id);
+        w.write("enabled", &self.enabled);
+        w.write_opt("allowedHosts", &self.allowed_hosts);
+    }
+}
+impl x::ArrayItem for HostFirewallConfigRuleSetConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallConfigRuleSetConfig";
+    const ITEM_TAG: &'static str = "HostFirewallConfigRuleSetConfig";
+}
+/// `HostFirewallDefaultPolicy` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostFirewallDefaultPolicy {
+    /// `incomingBlocked`.
+    pub incoming_blocked: Option<bool>,
+    /// `outgoingBlocked`.
+    pub outgoing_blocked: Option<bool>,
+}
+impl x::SchemaType for HostFirewallDefaultPolicy {
+    const TYPE_NAME: &'static str = "HostFirewallDefaultPolicy";
+}
+impl x::Structure for HostFirewallDefaultPolicy {}
+impl std::fmt::Debug for HostFirewallDefaultPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostFirewallDefaultPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for HostFirewallDefaultPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "incomingBlocked" => r.read_opt(&mut self.incoming_blocked),
+            "outgoingBlocked" => r.read_opt(&mut self.outgoing_blocked),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("incomingBlocked", &self.incoming_blocked);
+        w.write_opt("outgoingBlocked", &self.outgoing_blocked);
+    }
+}
+/// `HostFirewallInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostFirewallInfo {
+    /// `defaultPolicy`.
+    pub default_policy: HostFirewallDefaultPolicy,
+    /// `ruleset`.
+    pub ruleset: Vec<HostFirewallRuleset>,
+}
+impl x::SchemaType for HostFirewallInfo {
+    const TYPE_NAME: &'static str = "HostFirewallInfo";
+}
+impl x::Structure for HostFirewallInfo {}
+impl std::fmt::Debug for HostFirewallInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostFirewallInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for HostFirewallInfo {
+    fn clone(&self) -> Self {
+        Self {
+            default_policy: self.default_policy.clone(),
+            ruleset: x::clone_vec(&self.ruleset),
+        }
+    }
+}
+impl x::Fields for HostFirewallInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "defaultPolicy" => r.read(&mut self.default_policy),
+            "ruleset" => r.read_push(&mut self.ruleset),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("defaultPolicy", &self.default_policy);
+        w.write_vec("ruleset", &self.ruleset);
+    }
+}
+/// `HostFirewallRule` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostFirewallRule {
+    /// `port`.
+    pub port: i32,
+    /// `endPort`.
+    pub end_port: Option<i32>,
+    /// `direction`.
+    pub direction: HostFirewallRuleDirection,
+    /// `portType`.
+    pub port_type: Option<HostFirewallRulePortType>,
+    /// `protocol`.
+    pub protocol: String,
+}
+impl x::SchemaType for HostFirewallRule {
+    const TYPE_NAME: &'static str = "HostFirewallRule";
+}
+impl x::Structure for HostFirewallRule {}
+impl std::fmt::Debug for HostFirewallRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostFirewallRule {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for HostFirewallRule {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "port" => r.read(&mut self.port),
+            "endPort" => r.read_opt(&mut self.end_port),
+            "direction" => r.read(&mut self.direction),
+            "portType" => r.read_opt(&mut self.port_type),
+            "protocol" => r.read(&mut self.protocol),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("port", &self.port);
+        w.write_opt("endPort", &self.end_port);
+        w.write("direction", &self.direction);
+        w.write_opt("portType", &self.port_type);
+        w.write("protocol", &self.protocol);
+    }
+}
+impl x::ArrayItem for HostFirewallRule {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallRule";
+    const ITEM_TAG: &'static str = "HostFirewallRule";
+}
+/// `HostFirewallRuleset` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostFirewallRuleset {
+    /// `key`.
+    pub key: String,
+    /// `label`.
+    pub label: String,
+    /// `required`.
+    pub required: bool,
+    /// `rule`.
+    pub rule: Vec<HostFirewallRule>,
+    /// `service`.
+    pub service: Option<String>,
+    /// `enabled`.
+    pub enabled: bool,
+    /// `allowedHosts`.
+    pub allowed_hosts: Option<HostFirewallRulesetIpList>,
+    /// `userControllable`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub user_controllable: Option<bool>,
+    /// `ipListUserConfigurable`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub ip_list_user_configurable: Option<bool>,
+}
+impl x::SchemaType for HostFirewallRuleset {
+    const TYPE_NAME: &'static str = "HostFirewallRuleset";
+}
+impl x::Structure for HostFirewallRuleset {}
+impl std::fmt::Debug for HostFirewallRuleset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostFirewallRuleset {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for HostFirewallRuleset {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            label: self.label.clone(),
+            required: self.required,
+            rule: x::clone_vec(&self.rule),
+            service: self.service.clone(),
+            enabled: self.enabled,
+            allowed_hosts: self.allowed_hosts.clone(),
+            user_controllable: self.user_controllable,
+            ip_list_user_configurable: self.ip_list_user_configurable,
+        }
+    }
+}
+impl x::Fields for HostFirewallRuleset {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "label" => r.read(&mut self.label),
+            "required" => r.read(&mut self.required),
+            "rule" => r.read_push(&mut self.rule),
+            "service" => r.read_opt(&mut self.service),
+            "enabled" => r.read(&mut self.enabled),
+            "allowedHosts" => r.read_opt(&mut self.allowed_hosts),
+            "userControllable" => r.read_opt(&mut self.user_controllable),
+            "ipListUserConfigurable" => r.read_opt(&mut self.ip_list_user_configurable),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("label", &self.label);
+        w.write("required", &self.required);
+        w.write_vec("rule", &self.rule);
+        w.write_opt("service", &self.service);
+        w.write("enabled", &self.enabled);
+        w.write_opt("allowedHosts", &self.allowed_hosts);
+        if w
+            .since(
+                0x0800_0200,
+                "HostFirewallRuleset.userControllable",
+                self.user_controllable.is_some(),
+            )
+        {
+            w.write_opt("userControllable", &self.user_controllable);
+        }
+        if w
+            .since(
+                0x0800_0200,
+                "HostFirewallRuleset.ipListUserConfigurable",
+                self.ip_list_user_configurable.is_some(),
+            )
+        {
+            w.write_opt("ipListUserConfigurable", &self.ip_list_user_configurable);
+        }
+    }
+}
+impl x::ArrayItem for HostFirewallRuleset {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallRuleset";
+    const ITEM_TAG: &'static str = "HostFirewallRuleset";
+}
+/// `HostFirewallRulesetIpList` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostFirewallRulesetIpList {
+    /// `ipAddress`.
+    pub ip_address: Vec<String>,
+    /// `ipNetwork`.
+    pub ip_network: Vec<HostFirewallRulesetIpNetwork>,
+    /// `allIp`.
+    pub all_ip: bool,
+}
+impl x::SchemaType for HostFirewallRulesetIpList {
+    const TYPE_NAME: &'static str = "HostFirewallRulesetIpList";
+}
+impl x::Structure for HostFirewallRulesetIpList {}
+impl std::fmt::Debug for HostFirewallRulesetIpList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostFirewallRulesetIpList {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for HostFirewallRulesetIpList {
+    fn clone(&self) -> Self {
+        Self {
+            ip_address: x::clone_vec(&self.ip_address),
+            ip_network: x::clone_vec(&self.ip_network),
+            all_ip: self.all_ip,
+        }
+    }
+}
+impl x::Fields for HostFirewallRulesetIpList {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ipAddress" => r.read_push(&mut self.ip_address),
+            "ipNetwork" => r.read_push(&mut self.ip_network),
+            "allIp" => r.read(&mut self.all_ip),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("ipAddress", &self.ip_address);
+        w.write_vec("ipNetwork", &self.ip_network);
+        w.write("allIp", &self.all_ip);
+    }
+}
+/// `HostFirewallRulesetIpNetwork` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostFirewallRulesetIpNetwork {
+    /// `network`.
+    pub network: String,
+    /// `prefixLength`.
+    pub prefix_length: i32,
+}
+impl x::SchemaType for HostFirewallRulesetIpNetwork {
+    const TYPE_NAME: &'static str = "HostFirewallRulesetIpNetwork";
+}
+impl x::Structure for HostFirewallRulesetIpNetwork {}
+impl std::fmt::Debug for HostFirewallRulesetIpNetwork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostFirewallRulesetIpNetwork {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for HostFirewallRulesetIpNetwork {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "network" => r.read(&mut self.network),
+            "prefixLength" => r.read(&mut self.prefix_length),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("network", &self.network);
+        w.write("prefixLength", &self.prefix_length);
+    }
+}
+impl x::ArrayItem for HostFirewallRulesetIpNetwork {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallRulesetIpNetwork";
+    const ITEM_TAG: &'static str = "HostFirewallRulesetIpNetwork";
+}
+/// `HostFirewallRulesetRulesetSpec` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostFirewallRulesetRulesetSpec {
+    /// `allowedHosts`.
+    pub allowed_hosts: HostFirewallRulesetIpList,
+}
+impl x::SchemaType for HostFirewallRulesetRulesetSpec {
+    const TYPE_NAME: &'static str = "HostFirewallRulesetRulesetSpec";
+}
+impl x::Structure for HostFirewallRulesetRulesetSpec {}
+impl std::fmt::Debug for HostFirewallRulesetRulesetSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostFirewallRulesetRulesetSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for HostFirewallRulesetRulesetSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "allowedHosts" => r.read(&mut self.allowed_hosts),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("allowedHosts", &self.allowed_hosts);
     }
 }

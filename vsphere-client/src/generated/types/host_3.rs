@@ -5,1038 +5,8 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `HostEventArgument` (extends `EntityEventArgument`).
-///
-/// The fields of `EntityEventArgument` are in `entity_event_argument`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostEventArgument {
-    /// The fields `HostEventArgument` inherits from `EntityEventArgument`.
-    pub entity_event_argument: EntityEventArgument,
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-}
-impl x::SchemaType for HostEventArgument {
-    const TYPE_NAME: &'static str = "HostEventArgument";
-}
-impl x::Structure for HostEventArgument {}
-impl std::ops::Deref for HostEventArgument {
-    type Target = EntityEventArgument;
-    #[inline]
-    fn deref(&self) -> &EntityEventArgument {
-        &self.entity_event_argument
-    }
-}
-impl std::ops::DerefMut for HostEventArgument {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut EntityEventArgument {
-        &mut self.entity_event_argument
-    }
-}
-impl x::Fields for HostEventArgument {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read(&mut self.host),
-            _ => return x::Fields::decode_field(&mut self.entity_event_argument, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.entity_event_argument, w);
-        w.write("host", &self.host);
-    }
-}
-impl x::ArrayItem for HostEventArgument {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostEventArgument";
-    const ITEM_TAG: &'static str = "HostEventArgument";
-}
-#[cfg(feature = "all-events")]
-/// `HostExtraNetworksEvent` (extends `HostDasEvent`).
-///
-/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostExtraNetworksEvent {
-    /// The fields `HostExtraNetworksEvent` inherits from `HostDasEvent`.
-    pub host_das_event: HostDasEvent,
-    /// `ips`.
-    pub ips: Option<String>,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostExtraNetworksEvent {
-    const TYPE_NAME: &'static str = "HostExtraNetworksEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostExtraNetworksEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostExtraNetworksEvent {
-    type Target = HostDasEvent;
-    #[inline]
-    fn deref(&self) -> &HostDasEvent {
-        &self.host_das_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostExtraNetworksEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostDasEvent {
-        &mut self.host_das_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostExtraNetworksEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ips" => r.read_opt(&mut self.ips),
-            _ => return x::Fields::decode_field(&mut self.host_das_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_das_event, w);
-        w.write_opt("ips", &self.ips);
-    }
-}
-/// `HostFaultToleranceManagerComponentHealthInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFaultToleranceManagerComponentHealthInfo {
-    /// `isStorageHealthy`.
-    pub is_storage_healthy: bool,
-    /// `isNetworkHealthy`.
-    pub is_network_healthy: bool,
-}
-impl x::SchemaType for HostFaultToleranceManagerComponentHealthInfo {
-    const TYPE_NAME: &'static str = "HostFaultToleranceManagerComponentHealthInfo";
-}
-impl x::Structure for HostFaultToleranceManagerComponentHealthInfo {}
-impl x::Fields for HostFaultToleranceManagerComponentHealthInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "isStorageHealthy" => r.read(&mut self.is_storage_healthy),
-            "isNetworkHealthy" => r.read(&mut self.is_network_healthy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("isStorageHealthy", &self.is_storage_healthy);
-        w.write("isNetworkHealthy", &self.is_network_healthy);
-    }
-}
-/// `HostFeatureCapability` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFeatureCapability {
-    /// `key`.
-    pub key: String,
-    /// `featureName`.
-    pub feature_name: String,
-    /// `value`.
-    pub value: String,
-}
-impl x::SchemaType for HostFeatureCapability {
-    const TYPE_NAME: &'static str = "HostFeatureCapability";
-}
-impl x::Structure for HostFeatureCapability {}
-impl x::Fields for HostFeatureCapability {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "featureName" => r.read(&mut self.feature_name),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("featureName", &self.feature_name);
-        w.write("value", &self.value);
-    }
-}
-impl x::ArrayItem for HostFeatureCapability {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFeatureCapability";
-    const ITEM_TAG: &'static str = "HostFeatureCapability";
-}
-/// `HostFeatureMask` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFeatureMask {
-    /// `key`.
-    pub key: String,
-    /// `featureName`.
-    pub feature_name: String,
-    /// `value`.
-    pub value: String,
-}
-impl x::SchemaType for HostFeatureMask {
-    const TYPE_NAME: &'static str = "HostFeatureMask";
-}
-impl x::Structure for HostFeatureMask {}
-impl x::Fields for HostFeatureMask {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "featureName" => r.read(&mut self.feature_name),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("featureName", &self.feature_name);
-        w.write("value", &self.value);
-    }
-}
-impl x::ArrayItem for HostFeatureMask {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFeatureMask";
-    const ITEM_TAG: &'static str = "HostFeatureMask";
-}
-/// `HostFeatureVersionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFeatureVersionInfo {
-    /// `key`.
-    pub key: String,
-    /// `value`.
-    pub value: String,
-}
-impl x::SchemaType for HostFeatureVersionInfo {
-    const TYPE_NAME: &'static str = "HostFeatureVersionInfo";
-}
-impl x::Structure for HostFeatureVersionInfo {}
-impl x::Fields for HostFeatureVersionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("value", &self.value);
-    }
-}
-impl x::ArrayItem for HostFeatureVersionInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFeatureVersionInfo";
-    const ITEM_TAG: &'static str = "HostFeatureVersionInfo";
-}
-/// `HostFibreChannelHba` (extends `HostHostBusAdapter`).
-///
-/// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFibreChannelHba {
-    /// The fields `HostFibreChannelHba` inherits from `HostHostBusAdapter`.
-    pub host_host_bus_adapter: HostHostBusAdapter,
-    /// `portWorldWideName`.
-    pub port_world_wide_name: i64,
-    /// `nodeWorldWideName`.
-    pub node_world_wide_name: i64,
-    /// `portType`.
-    pub port_type: FibreChannelPortType,
-    /// `speed`.
-    pub speed: i64,
-}
-impl x::SchemaType for HostFibreChannelHba {
-    const TYPE_NAME: &'static str = "HostFibreChannelHba";
-}
-impl x::Structure for HostFibreChannelHba {}
-impl std::ops::Deref for HostFibreChannelHba {
-    type Target = HostHostBusAdapter;
-    #[inline]
-    fn deref(&self) -> &HostHostBusAdapter {
-        &self.host_host_bus_adapter
-    }
-}
-impl std::ops::DerefMut for HostFibreChannelHba {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
-        &mut self.host_host_bus_adapter
-    }
-}
-impl x::Fields for HostFibreChannelHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
-            "portType" => r.read(&mut self.port_type),
-            "speed" => r.read(&mut self.speed),
-            _ => return x::Fields::decode_field(&mut self.host_host_bus_adapter, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_host_bus_adapter, w);
-        w.write("portWorldWideName", &self.port_world_wide_name);
-        w.write("nodeWorldWideName", &self.node_world_wide_name);
-        w.write("portType", &self.port_type);
-        w.write("speed", &self.speed);
-    }
-}
-/// `HostFibreChannelOverEthernetHba` (extends `HostFibreChannelHba`).
-///
-/// The fields of `HostFibreChannelHba` are in `host_fibre_channel_hba`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFibreChannelOverEthernetHba {
-    /// The fields `HostFibreChannelOverEthernetHba` inherits from `HostFibreChannelHba`.
-    pub host_fibre_channel_hba: HostFibreChannelHba,
-    /// `underlyingNic`.
-    pub underlying_nic: String,
-    /// `linkInfo`.
-    pub link_info: HostFibreChannelOverEthernetHbaLinkInfo,
-    /// `isSoftwareFcoe`.
-    pub is_software_fcoe: bool,
-    /// `markedForRemoval`.
-    pub marked_for_removal: bool,
-}
-impl x::SchemaType for HostFibreChannelOverEthernetHba {
-    const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetHba";
-}
-impl x::Structure for HostFibreChannelOverEthernetHba {}
-impl std::ops::Deref for HostFibreChannelOverEthernetHba {
-    type Target = HostFibreChannelHba;
-    #[inline]
-    fn deref(&self) -> &HostFibreChannelHba {
-        &self.host_fibre_channel_hba
-    }
-}
-impl std::ops::DerefMut for HostFibreChannelOverEthernetHba {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostFibreChannelHba {
-        &mut self.host_fibre_channel_hba
-    }
-}
-impl x::Fields for HostFibreChannelOverEthernetHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "underlyingNic" => r.read(&mut self.underlying_nic),
-            "linkInfo" => r.read(&mut self.link_info),
-            "isSoftwareFcoe" => r.read(&mut self.is_software_fcoe),
-            "markedForRemoval" => r.read(&mut self.marked_for_removal),
-            _ => {
-                return x::Fields::decode_field(&mut self.host_fibre_channel_hba, r, name);
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_fibre_channel_hba, w);
-        w.write("underlyingNic", &self.underlying_nic);
-        w.write("linkInfo", &self.link_info);
-        w.write("isSoftwareFcoe", &self.is_software_fcoe);
-        w.write("markedForRemoval", &self.marked_for_removal);
-    }
-}
-/// `HostFibreChannelOverEthernetHbaLinkInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFibreChannelOverEthernetHbaLinkInfo {
-    /// `vnportMac`.
-    pub vnport_mac: String,
-    /// `fcfMac`.
-    pub fcf_mac: String,
-    /// `vlanId`.
-    pub vlan_id: i32,
-}
-impl x::SchemaType for HostFibreChannelOverEthernetHbaLinkInfo {
-    const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetHbaLinkInfo";
-}
-impl x::Structure for HostFibreChannelOverEthernetHbaLinkInfo {}
-impl x::Fields for HostFibreChannelOverEthernetHbaLinkInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vnportMac" => r.read(&mut self.vnport_mac),
-            "fcfMac" => r.read(&mut self.fcf_mac),
-            "vlanId" => r.read(&mut self.vlan_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vnportMac", &self.vnport_mac);
-        w.write("fcfMac", &self.fcf_mac);
-        w.write("vlanId", &self.vlan_id);
-    }
-}
-/// `HostFibreChannelOverEthernetTargetTransport` (extends `HostFibreChannelTargetTransport`).
-///
-/// The fields of `HostFibreChannelTargetTransport` are in `host_fibre_channel_target_transport`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFibreChannelOverEthernetTargetTransport {
-    /// The fields `HostFibreChannelOverEthernetTargetTransport` inherits from `HostFibreChannelTargetTransport`.
-    pub host_fibre_channel_target_transport: HostFibreChannelTargetTransport,
-    /// `vnportMac`.
-    pub vnport_mac: String,
-    /// `fcfMac`.
-    pub fcf_mac: String,
-    /// `vlanId`.
-    pub vlan_id: i32,
-}
-impl x::SchemaType for HostFibreChannelOverEthernetTargetTransport {
-    const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetTargetTransport";
-}
-impl x::Structure for HostFibreChannelOverEthernetTargetTransport {}
-impl std::ops::Deref for HostFibreChannelOverEthernetTargetTransport {
-    type Target = HostFibreChannelTargetTransport;
-    #[inline]
-    fn deref(&self) -> &HostFibreChannelTargetTransport {
-        &self.host_fibre_channel_target_transport
-    }
-}
-impl std::ops::DerefMut for HostFibreChannelOverEthernetTargetTransport {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostFibreChannelTargetTransport {
-        &mut self.host_fibre_channel_target_transport
-    }
-}
-impl x::Fields for HostFibreChannelOverEthernetTargetTransport {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vnportMac" => r.read(&mut self.vnport_mac),
-            "fcfMac" => r.read(&mut self.fcf_mac),
-            "vlanId" => r.read(&mut self.vlan_id),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_fibre_channel_target_transport,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_fibre_channel_target_transport, w);
-        w.write("vnportMac", &self.vnport_mac);
-        w.write("fcfMac", &self.fcf_mac);
-        w.write("vlanId", &self.vlan_id);
-    }
-}
-/// `HostFibreChannelTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFibreChannelTargetTransport {
-    /// `portWorldWideName`.
-    pub port_world_wide_name: i64,
-    /// `nodeWorldWideName`.
-    pub node_world_wide_name: i64,
-}
-impl x::SchemaType for HostFibreChannelTargetTransport {
-    const TYPE_NAME: &'static str = "HostFibreChannelTargetTransport";
-}
-impl x::Structure for HostFibreChannelTargetTransport {}
-impl x::Fields for HostFibreChannelTargetTransport {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("portWorldWideName", &self.port_world_wide_name);
-        w.write("nodeWorldWideName", &self.node_world_wide_name);
-    }
-}
-/// `HostFileAccess` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFileAccess {
-    /// `who`.
-    pub who: String,
-    /// `what`.
-    pub what: String,
-}
-impl x::SchemaType for HostFileAccess {
-    const TYPE_NAME: &'static str = "HostFileAccess";
-}
-impl x::Structure for HostFileAccess {}
-impl x::Fields for HostFileAccess {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "who" => r.read(&mut self.who),
-            "what" => r.read(&mut self.what),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("who", &self.who);
-        w.write("what", &self.what);
-    }
-}
-/// `HostFileSystemMountInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFileSystemMountInfo {
-    /// `mountInfo`.
-    pub mount_info: HostMountInfo,
-    /// `volume`.
-    pub volume: AnyHostFileSystemVolume,
-    /// `vStorageSupport`.
-    pub vstorage_support: Option<String>,
-}
-impl x::SchemaType for HostFileSystemMountInfo {
-    const TYPE_NAME: &'static str = "HostFileSystemMountInfo";
-}
-impl x::Structure for HostFileSystemMountInfo {}
-impl x::Fields for HostFileSystemMountInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "mountInfo" => r.read(&mut self.mount_info),
-            "volume" => r.read(&mut self.volume),
-            "vStorageSupport" => r.read_opt(&mut self.vstorage_support),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("mountInfo", &self.mount_info);
-        w.write("volume", &self.volume);
-        w.write_opt("vStorageSupport", &self.vstorage_support);
-    }
-}
-impl x::ArrayItem for HostFileSystemMountInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFileSystemMountInfo";
-    const ITEM_TAG: &'static str = "HostFileSystemMountInfo";
-}
-/// `HostFileSystemVolume` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostFileSystemVolume`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFileSystemVolume {
-    /// `type`.
-    pub type_: String,
-    /// `name`.
-    pub name: String,
-    /// `capacity`.
-    pub capacity: i64,
-}
-impl x::SchemaType for HostFileSystemVolume {
-    const TYPE_NAME: &'static str = "HostFileSystemVolume";
-}
-impl x::Structure for HostFileSystemVolume {}
-impl x::Fields for HostFileSystemVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "name" => r.read(&mut self.name),
-            "capacity" => r.read(&mut self.capacity),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("name", &self.name);
-        w.write("capacity", &self.capacity);
-    }
-}
-/// `HostFileSystemVolumeInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostFileSystemVolumeInfo {
-    /// `volumeTypeList`.
-    pub volume_type_list: Vec<String>,
-    /// `mountInfo`.
-    pub mount_info: Vec<HostFileSystemMountInfo>,
-}
-impl x::SchemaType for HostFileSystemVolumeInfo {
-    const TYPE_NAME: &'static str = "HostFileSystemVolumeInfo";
-}
-impl x::Structure for HostFileSystemVolumeInfo {}
-impl Clone for HostFileSystemVolumeInfo {
-    fn clone(&self) -> Self {
-        Self {
-            volume_type_list: x::clone_vec(&self.volume_type_list),
-            mount_info: x::clone_vec(&self.mount_info),
-        }
-    }
-}
-impl x::Fields for HostFileSystemVolumeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "volumeTypeList" => r.read_push(&mut self.volume_type_list),
-            "mountInfo" => r.read_push(&mut self.mount_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("volumeTypeList", &self.volume_type_list);
-        w.write_vec("mountInfo", &self.mount_info);
-    }
-}
-/// `HostFirewallConfig` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostFirewallConfig {
-    /// `rule`.
-    pub rule: Vec<HostFirewallConfigRuleSetConfig>,
-    /// `defaultBlockingPolicy`.
-    pub default_blocking_policy: HostFirewallDefaultPolicy,
-}
-impl x::SchemaType for HostFirewallConfig {
-    const TYPE_NAME: &'static str = "HostFirewallConfig";
-}
-impl x::Structure for HostFirewallConfig {}
-impl Clone for HostFirewallConfig {
-    fn clone(&self) -> Self {
-        Self {
-            rule: x::clone_vec(&self.rule),
-            default_blocking_policy: self.default_blocking_policy.clone(),
-        }
-    }
-}
-impl x::Fields for HostFirewallConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "rule" => r.read_push(&mut self.rule),
-            "defaultBlockingPolicy" => r.read(&mut self.default_blocking_policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("rule", &self.rule);
-        w.write("defaultBlockingPolicy", &self.default_blocking_policy);
-    }
-}
-/// `HostFirewallConfigRuleSetConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallConfigRuleSetConfig {
-    /// `rulesetId`.
-    pub ruleset_id: String,
-    /// `enabled`.
-    pub enabled: bool,
-    /// `allowedHosts`.
-    pub allowed_hosts: Option<HostFirewallRulesetIpList>,
-}
-impl x::SchemaType for HostFirewallConfigRuleSetConfig {
-    const TYPE_NAME: &'static str = "HostFirewallConfigRuleSetConfig";
-}
-impl x::Structure for HostFirewallConfigRuleSetConfig {}
-impl x::Fields for HostFirewallConfigRuleSetConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "rulesetId" => r.read(&mut self.ruleset_id),
-            "enabled" => r.read(&mut self.enabled),
-            "allowedHosts" => r.read_opt(&mut self.allowed_hosts),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("rulesetId", &self.ruleset_id);
-        w.write("enabled", &self.enabled);
-        w.write_opt("allowedHosts", &self.allowed_hosts);
-    }
-}
-impl x::ArrayItem for HostFirewallConfigRuleSetConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallConfigRuleSetConfig";
-    const ITEM_TAG: &'static str = "HostFirewallConfigRuleSetConfig";
-}
-/// `HostFirewallDefaultPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallDefaultPolicy {
-    /// `incomingBlocked`.
-    pub incoming_blocked: Option<bool>,
-    /// `outgoingBlocked`.
-    pub outgoing_blocked: Option<bool>,
-}
-impl x::SchemaType for HostFirewallDefaultPolicy {
-    const TYPE_NAME: &'static str = "HostFirewallDefaultPolicy";
-}
-impl x::Structure for HostFirewallDefaultPolicy {}
-impl x::Fields for HostFirewallDefaultPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "incomingBlocked" => r.read_opt(&mut self.incoming_blocked),
-            "outgoingBlocked" => r.read_opt(&mut self.outgoing_blocked),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("incomingBlocked", &self.incoming_blocked);
-        w.write_opt("outgoingBlocked", &self.outgoing_blocked);
-    }
-}
-/// `HostFirewallInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostFirewallInfo {
-    /// `defaultPolicy`.
-    pub default_policy: HostFirewallDefaultPolicy,
-    /// `ruleset`.
-    pub ruleset: Vec<HostFirewallRuleset>,
-}
-impl x::SchemaType for HostFirewallInfo {
-    const TYPE_NAME: &'static str = "HostFirewallInfo";
-}
-impl x::Structure for HostFirewallInfo {}
-impl Clone for HostFirewallInfo {
-    fn clone(&self) -> Self {
-        Self {
-            default_policy: self.default_policy.clone(),
-            ruleset: x::clone_vec(&self.ruleset),
-        }
-    }
-}
-impl x::Fields for HostFirewallInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "defaultPolicy" => r.read(&mut self.default_policy),
-            "ruleset" => r.read_push(&mut self.ruleset),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("defaultPolicy", &self.default_policy);
-        w.write_vec("ruleset", &self.ruleset);
-    }
-}
-/// `HostFirewallRule` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallRule {
-    /// `port`.
-    pub port: i32,
-    /// `endPort`.
-    pub end_port: Option<i32>,
-    /// `direction`.
-    pub direction: HostFirewallRuleDirection,
-    /// `portType`.
-    pub port_type: Option<HostFirewallRulePortType>,
-    /// `protocol`.
-    pub protocol: String,
-}
-impl x::SchemaType for HostFirewallRule {
-    const TYPE_NAME: &'static str = "HostFirewallRule";
-}
-impl x::Structure for HostFirewallRule {}
-impl x::Fields for HostFirewallRule {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "port" => r.read(&mut self.port),
-            "endPort" => r.read_opt(&mut self.end_port),
-            "direction" => r.read(&mut self.direction),
-            "portType" => r.read_opt(&mut self.port_type),
-            "protocol" => r.read(&mut self.protocol),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("port", &self.port);
-        w.write_opt("endPort", &self.end_port);
-        w.write("direction", &self.direction);
-        w.write_opt("portType", &self.port_type);
-        w.write("protocol", &self.protocol);
-    }
-}
-impl x::ArrayItem for HostFirewallRule {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallRule";
-    const ITEM_TAG: &'static str = "HostFirewallRule";
-}
-/// `HostFirewallRuleset` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostFirewallRuleset {
-    /// `key`.
-    pub key: String,
-    /// `label`.
-    pub label: String,
-    /// `required`.
-    pub required: bool,
-    /// `rule`.
-    pub rule: Vec<HostFirewallRule>,
-    /// `service`.
-    pub service: Option<String>,
-    /// `enabled`.
-    pub enabled: bool,
-    /// `allowedHosts`.
-    pub allowed_hosts: Option<HostFirewallRulesetIpList>,
-    /// `userControllable`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub user_controllable: Option<bool>,
-    /// `ipListUserConfigurable`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub ip_list_user_configurable: Option<bool>,
-}
-impl x::SchemaType for HostFirewallRuleset {
-    const TYPE_NAME: &'static str = "HostFirewallRuleset";
-}
-impl x::Structure for HostFirewallRuleset {}
-impl Clone for HostFirewallRuleset {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            label: self.label.clone(),
-            required: self.required,
-            rule: x::clone_vec(&self.rule),
-            service: self.service.clone(),
-            enabled: self.enabled,
-            allowed_hosts: self.allowed_hosts.clone(),
-            user_controllable: self.user_controllable,
-            ip_list_user_configurable: self.ip_list_user_configurable,
-        }
-    }
-}
-impl x::Fields for HostFirewallRuleset {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "label" => r.read(&mut self.label),
-            "required" => r.read(&mut self.required),
-            "rule" => r.read_push(&mut self.rule),
-            "service" => r.read_opt(&mut self.service),
-            "enabled" => r.read(&mut self.enabled),
-            "allowedHosts" => r.read_opt(&mut self.allowed_hosts),
-            "userControllable" => r.read_opt(&mut self.user_controllable),
-            "ipListUserConfigurable" => r.read_opt(&mut self.ip_list_user_configurable),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("label", &self.label);
-        w.write("required", &self.required);
-        w.write_vec("rule", &self.rule);
-        w.write_opt("service", &self.service);
-        w.write("enabled", &self.enabled);
-        w.write_opt("allowedHosts", &self.allowed_hosts);
-        if w
-            .since(
-                0x0800_0200,
-                "HostFirewallRuleset.userControllable",
-                self.user_controllable.is_some(),
-            )
-        {
-            w.write_opt("userControllable", &self.user_controllable);
-        }
-        if w
-            .since(
-                0x0800_0200,
-                "HostFirewallRuleset.ipListUserConfigurable",
-                self.ip_list_user_configurable.is_some(),
-            )
-        {
-            w.write_opt("ipListUserConfigurable", &self.ip_list_user_configurable);
-        }
-    }
-}
-impl x::ArrayItem for HostFirewallRuleset {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallRuleset";
-    const ITEM_TAG: &'static str = "HostFirewallRuleset";
-}
-/// `HostFirewallRulesetIpList` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostFirewallRulesetIpList {
-    /// `ipAddress`.
-    pub ip_address: Vec<String>,
-    /// `ipNetwork`.
-    pub ip_network: Vec<HostFirewallRulesetIpNetwork>,
-    /// `allIp`.
-    pub all_ip: bool,
-}
-impl x::SchemaType for HostFirewallRulesetIpList {
-    const TYPE_NAME: &'static str = "HostFirewallRulesetIpList";
-}
-impl x::Structure for HostFirewallRulesetIpList {}
-impl Clone for HostFirewallRulesetIpList {
-    fn clone(&self) -> Self {
-        Self {
-            ip_address: x::clone_vec(&self.ip_address),
-            ip_network: x::clone_vec(&self.ip_network),
-            all_ip: self.all_ip,
-        }
-    }
-}
-impl x::Fields for HostFirewallRulesetIpList {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipAddress" => r.read_push(&mut self.ip_address),
-            "ipNetwork" => r.read_push(&mut self.ip_network),
-            "allIp" => r.read(&mut self.all_ip),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("ipAddress", &self.ip_address);
-        w.write_vec("ipNetwork", &self.ip_network);
-        w.write("allIp", &self.all_ip);
-    }
-}
-/// `HostFirewallRulesetIpNetwork` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallRulesetIpNetwork {
-    /// `network`.
-    pub network: String,
-    /// `prefixLength`.
-    pub prefix_length: i32,
-}
-impl x::SchemaType for HostFirewallRulesetIpNetwork {
-    const TYPE_NAME: &'static str = "HostFirewallRulesetIpNetwork";
-}
-impl x::Structure for HostFirewallRulesetIpNetwork {}
-impl x::Fields for HostFirewallRulesetIpNetwork {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "network" => r.read(&mut self.network),
-            "prefixLength" => r.read(&mut self.prefix_length),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("network", &self.network);
-        w.write("prefixLength", &self.prefix_length);
-    }
-}
-impl x::ArrayItem for HostFirewallRulesetIpNetwork {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallRulesetIpNetwork";
-    const ITEM_TAG: &'static str = "HostFirewallRulesetIpNetwork";
-}
-/// `HostFirewallRulesetRulesetSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallRulesetRulesetSpec {
-    /// `allowedHosts`.
-    pub allowed_hosts: HostFirewallRulesetIpList,
-}
-impl x::SchemaType for HostFirewallRulesetRulesetSpec {
-    const TYPE_NAME: &'static str = "HostFirewallRulesetRulesetSpec";
-}
-impl x::Structure for HostFirewallRulesetRulesetSpec {}
-impl x::Fields for HostFirewallRulesetRulesetSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "allowedHosts" => r.read(&mut self.allowed_hosts),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("allowedHosts", &self.allowed_hosts);
-    }
-}
 /// `HostFlagInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostFlagInfo {
     /// `backgroundSnapshotsEnabled`.
     pub background_snapshots_enabled: Option<bool>,
@@ -1045,6 +15,16 @@ impl x::SchemaType for HostFlagInfo {
     const TYPE_NAME: &'static str = "HostFlagInfo";
 }
 impl x::Structure for HostFlagInfo {}
+impl std::fmt::Debug for HostFlagInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostFlagInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostFlagInfo {
     fn decode_field(
         &mut self,
@@ -1065,7 +45,7 @@ impl x::Fields for HostFlagInfo {
     }
 }
 /// `HostForceMountedInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostForceMountedInfo {
     /// `persist`.
     pub persist: bool,
@@ -1076,6 +56,16 @@ impl x::SchemaType for HostForceMountedInfo {
     const TYPE_NAME: &'static str = "HostForceMountedInfo";
 }
 impl x::Structure for HostForceMountedInfo {}
+impl std::fmt::Debug for HostForceMountedInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostForceMountedInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostForceMountedInfo {
     fn decode_field(
         &mut self,
@@ -1098,7 +88,7 @@ impl x::Fields for HostForceMountedInfo {
 /// `HostFru` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostFru {
     /// `type`.
     ///
@@ -1129,6 +119,16 @@ impl x::SchemaType for HostFru {
     const TYPE_NAME: &'static str = "HostFru";
 }
 impl x::Structure for HostFru {}
+impl std::fmt::Debug for HostFru {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostFru {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostFru {
     fn decode_field(
         &mut self,
@@ -1158,7 +158,7 @@ impl x::Fields for HostFru {
     }
 }
 /// `HostGatewaySpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostGatewaySpec {
     /// `gatewayType`.
     pub gateway_type: String,
@@ -1173,6 +173,16 @@ impl x::SchemaType for HostGatewaySpec {
     const TYPE_NAME: &'static str = "HostGatewaySpec";
 }
 impl x::Structure for HostGatewaySpec {}
+impl std::fmt::Debug for HostGatewaySpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostGatewaySpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostGatewaySpec {
     fn clone(&self) -> Self {
         Self {
@@ -1202,7 +212,7 @@ impl x::Fields for HostGatewaySpec {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("gatewayType", &self.gateway_type);
         w.write_opt("gatewayId", &self.gateway_id);
-        w.write_opt("trustVerificationToken", &self.trust_verification_token);
+        w.write_opt_secret("trustVerificationToken", &self.trust_verification_token);
         w.write_vec("hostAuthParams", &self.host_auth_params);
     }
 }
@@ -1210,7 +220,7 @@ impl x::Fields for HostGatewaySpec {
 /// `HostGetShortNameFailedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostGetShortNameFailedEvent {
     /// The fields `HostGetShortNameFailedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -1221,6 +231,18 @@ impl x::SchemaType for HostGetShortNameFailedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostGetShortNameFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostGetShortNameFailedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostGetShortNameFailedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostGetShortNameFailedEvent {
     type Target = HostEvent;
@@ -1251,7 +273,7 @@ impl x::Fields for HostGetShortNameFailedEvent {
     }
 }
 /// `HostGraphicsConfig` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostGraphicsConfig {
     /// `hostDefaultGraphicsType`.
     pub host_default_graphics_type: String,
@@ -1264,6 +286,16 @@ impl x::SchemaType for HostGraphicsConfig {
     const TYPE_NAME: &'static str = "HostGraphicsConfig";
 }
 impl x::Structure for HostGraphicsConfig {}
+impl std::fmt::Debug for HostGraphicsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostGraphicsConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostGraphicsConfig {
     fn clone(&self) -> Self {
         Self {
@@ -1302,7 +334,7 @@ impl x::Fields for HostGraphicsConfig {
     }
 }
 /// `HostGraphicsConfigDeviceType` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostGraphicsConfigDeviceType {
     /// `deviceId`.
     pub device_id: String,
@@ -1317,6 +349,16 @@ impl x::SchemaType for HostGraphicsConfigDeviceType {
     const TYPE_NAME: &'static str = "HostGraphicsConfigDeviceType";
 }
 impl x::Structure for HostGraphicsConfigDeviceType {}
+impl std::fmt::Debug for HostGraphicsConfigDeviceType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostGraphicsConfigDeviceType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostGraphicsConfigDeviceType {
     fn decode_field(
         &mut self,
@@ -1351,7 +393,7 @@ impl x::ArrayItem for HostGraphicsConfigDeviceType {
     const ITEM_TAG: &'static str = "HostGraphicsConfigDeviceType";
 }
 /// `HostGraphicsInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostGraphicsInfo {
     /// `deviceName`.
     pub device_name: String,
@@ -1374,6 +416,16 @@ impl x::SchemaType for HostGraphicsInfo {
     const TYPE_NAME: &'static str = "HostGraphicsInfo";
 }
 impl x::Structure for HostGraphicsInfo {}
+impl std::fmt::Debug for HostGraphicsInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostGraphicsInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostGraphicsInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1425,7 +477,7 @@ impl x::ArrayItem for HostGraphicsInfo {
 /// `HostHardwareElementInfo` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyHostHardwareElementInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostHardwareElementInfo {
     /// `name`.
     pub name: String,
@@ -1436,6 +488,16 @@ impl x::SchemaType for HostHardwareElementInfo {
     const TYPE_NAME: &'static str = "HostHardwareElementInfo";
 }
 impl x::Structure for HostHardwareElementInfo {}
+impl std::fmt::Debug for HostHardwareElementInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostHardwareElementInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostHardwareElementInfo {
     fn decode_field(
         &mut self,
@@ -1456,7 +518,7 @@ impl x::Fields for HostHardwareElementInfo {
     }
 }
 /// `HostHardwareInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostHardwareInfo {
     /// `systemInfo`.
     pub system_info: HostSystemInfo,
@@ -1503,6 +565,16 @@ impl x::SchemaType for HostHardwareInfo {
     const TYPE_NAME: &'static str = "HostHardwareInfo";
 }
 impl x::Structure for HostHardwareInfo {}
+impl std::fmt::Debug for HostHardwareInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostHardwareInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostHardwareInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1589,7 +661,7 @@ impl x::Fields for HostHardwareInfo {
     }
 }
 /// `HostHardwareStatusInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostHardwareStatusInfo {
     /// `memoryStatusInfo`.
     pub memory_status_info: Vec<AnyHostHardwareElementInfo>,
@@ -1606,6 +678,16 @@ impl x::SchemaType for HostHardwareStatusInfo {
     const TYPE_NAME: &'static str = "HostHardwareStatusInfo";
 }
 impl x::Structure for HostHardwareStatusInfo {}
+impl std::fmt::Debug for HostHardwareStatusInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostHardwareStatusInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostHardwareStatusInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1648,7 +730,7 @@ impl x::Fields for HostHardwareStatusInfo {
     }
 }
 /// `HostHardwareSummary` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostHardwareSummary {
     /// `vendor`.
     pub vendor: String,
@@ -1683,6 +765,16 @@ impl x::SchemaType for HostHardwareSummary {
     const TYPE_NAME: &'static str = "HostHardwareSummary";
 }
 impl x::Structure for HostHardwareSummary {}
+impl std::fmt::Debug for HostHardwareSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostHardwareSummary {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostHardwareSummary {
     fn clone(&self) -> Self {
         Self {
@@ -1749,7 +841,7 @@ impl x::Fields for HostHardwareSummary {
 /// `HostHasComponentFailure` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostHasComponentFailure {
     /// The fields `HostHasComponentFailure` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -1766,6 +858,18 @@ impl x::SchemaType for HostHasComponentFailure {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for HostHasComponentFailure {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for HostHasComponentFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for HostHasComponentFailure {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for HostHasComponentFailure {
     type Target = VimFault;
@@ -1807,12 +911,22 @@ impl x::Fields for HostHasComponentFailure {
 /// `HostHbaCreateSpec` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyHostHbaCreateSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostHbaCreateSpec {}
 impl x::SchemaType for HostHbaCreateSpec {
     const TYPE_NAME: &'static str = "HostHbaCreateSpec";
 }
 impl x::Structure for HostHbaCreateSpec {}
+impl std::fmt::Debug for HostHbaCreateSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostHbaCreateSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostHbaCreateSpec {
     fn decode_field(
         &mut self,
@@ -1826,7 +940,7 @@ impl x::Fields for HostHbaCreateSpec {
 /// `HostHostBusAdapter` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyHostHostBusAdapter`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostHostBusAdapter {
     /// `key`.
     pub key: Option<String>,
@@ -1857,6 +971,16 @@ impl x::SchemaType for HostHostBusAdapter {
     const TYPE_NAME: &'static str = "HostHostBusAdapter";
 }
 impl x::Structure for HostHostBusAdapter {}
+impl std::fmt::Debug for HostHostBusAdapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostHostBusAdapter {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostHostBusAdapter {
     fn decode_field(
         &mut self,
@@ -1909,7 +1033,7 @@ impl x::Fields for HostHostBusAdapter {
     }
 }
 /// `HostHyperThreadScheduleInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostHyperThreadScheduleInfo {
     /// `available`.
     pub available: bool,
@@ -1922,6 +1046,16 @@ impl x::SchemaType for HostHyperThreadScheduleInfo {
     const TYPE_NAME: &'static str = "HostHyperThreadScheduleInfo";
 }
 impl x::Structure for HostHyperThreadScheduleInfo {}
+impl std::fmt::Debug for HostHyperThreadScheduleInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostHyperThreadScheduleInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostHyperThreadScheduleInfo {
     fn decode_field(
         &mut self,
@@ -1944,7 +1078,7 @@ impl x::Fields for HostHyperThreadScheduleInfo {
     }
 }
 /// `HostImageProfileSummary` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostImageProfileSummary {
     /// `name`.
     pub name: String,
@@ -1955,6 +1089,16 @@ impl x::SchemaType for HostImageProfileSummary {
     const TYPE_NAME: &'static str = "HostImageProfileSummary";
 }
 impl x::Structure for HostImageProfileSummary {}
+impl std::fmt::Debug for HostImageProfileSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostImageProfileSummary {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostImageProfileSummary {
     fn decode_field(
         &mut self,
@@ -1978,7 +1122,7 @@ impl x::Fields for HostImageProfileSummary {
 /// `HostInAuditModeEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostInAuditModeEvent {
     /// The fields `HostInAuditModeEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -1989,6 +1133,18 @@ impl x::SchemaType for HostInAuditModeEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostInAuditModeEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostInAuditModeEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostInAuditModeEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostInAuditModeEvent {
     type Target = HostEvent;
@@ -2022,7 +1178,7 @@ impl x::Fields for HostInAuditModeEvent {
 /// `HostInDomain` (extends `HostConfigFault`).
 ///
 /// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostInDomain {
     /// The fields `HostInDomain` inherits from `HostConfigFault`.
     pub host_config_fault: HostConfigFault,
@@ -2033,6 +1189,18 @@ impl x::SchemaType for HostInDomain {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for HostInDomain {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for HostInDomain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for HostInDomain {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for HostInDomain {
     type Target = HostConfigFault;
@@ -2066,7 +1234,7 @@ impl x::Fields for HostInDomain {
 /// `HostIncompatibleForFaultTolerance` (extends `VmFaultToleranceIssue`).
 ///
 /// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostIncompatibleForFaultTolerance {
     /// The fields `HostIncompatibleForFaultTolerance` inherits from `VmFaultToleranceIssue`.
     pub vm_fault_tolerance_issue: VmFaultToleranceIssue,
@@ -2081,6 +1249,18 @@ impl x::SchemaType for HostIncompatibleForFaultTolerance {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for HostIncompatibleForFaultTolerance {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for HostIncompatibleForFaultTolerance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for HostIncompatibleForFaultTolerance {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for HostIncompatibleForFaultTolerance {
     type Target = VmFaultToleranceIssue;
@@ -2127,7 +1307,7 @@ impl x::Fields for HostIncompatibleForFaultTolerance {
 /// `HostIncompatibleForRecordReplay` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostIncompatibleForRecordReplay {
     /// The fields `HostIncompatibleForRecordReplay` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -2142,6 +1322,18 @@ impl x::SchemaType for HostIncompatibleForRecordReplay {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for HostIncompatibleForRecordReplay {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for HostIncompatibleForRecordReplay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for HostIncompatibleForRecordReplay {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for HostIncompatibleForRecordReplay {
     type Target = VimFault;
@@ -2181,7 +1373,7 @@ impl x::Fields for HostIncompatibleForRecordReplay {
 /// `HostInternetScsiHba` (extends `HostHostBusAdapter`).
 ///
 /// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostInternetScsiHba {
     /// The fields `HostInternetScsiHba` inherits from `HostHostBusAdapter`.
     pub host_host_bus_adapter: HostHostBusAdapter,
@@ -2228,6 +1420,16 @@ impl x::SchemaType for HostInternetScsiHba {
     const TYPE_NAME: &'static str = "HostInternetScsiHba";
 }
 impl x::Structure for HostInternetScsiHba {}
+impl std::fmt::Debug for HostInternetScsiHba {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostInternetScsiHba {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostInternetScsiHba {
     fn clone(&self) -> Self {
         Self {
@@ -2324,7 +1526,7 @@ impl x::Fields for HostInternetScsiHba {
     }
 }
 /// `HostInternetScsiHbaAuthenticationCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostInternetScsiHbaAuthenticationCapabilities {
     /// `chapAuthSettable`.
     pub chap_auth_settable: bool,
@@ -2345,6 +1547,16 @@ impl x::SchemaType for HostInternetScsiHbaAuthenticationCapabilities {
     const TYPE_NAME: &'static str = "HostInternetScsiHbaAuthenticationCapabilities";
 }
 impl x::Structure for HostInternetScsiHbaAuthenticationCapabilities {}
+impl std::fmt::Debug for HostInternetScsiHbaAuthenticationCapabilities {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostInternetScsiHbaAuthenticationCapabilities {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostInternetScsiHbaAuthenticationCapabilities {
     fn decode_field(
         &mut self,
@@ -2377,7 +1589,7 @@ impl x::Fields for HostInternetScsiHbaAuthenticationCapabilities {
     }
 }
 /// `HostInternetScsiHbaAuthenticationProperties` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostInternetScsiHbaAuthenticationProperties {
     /// `chapAuthEnabled`.
     pub chap_auth_enabled: bool,
@@ -2402,6 +1614,16 @@ impl x::SchemaType for HostInternetScsiHbaAuthenticationProperties {
     const TYPE_NAME: &'static str = "HostInternetScsiHbaAuthenticationProperties";
 }
 impl x::Structure for HostInternetScsiHbaAuthenticationProperties {}
+impl std::fmt::Debug for HostInternetScsiHbaAuthenticationProperties {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostInternetScsiHbaAuthenticationProperties {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostInternetScsiHbaAuthenticationProperties {
     fn decode_field(
         &mut self,
@@ -2428,11 +1650,11 @@ impl x::Fields for HostInternetScsiHbaAuthenticationProperties {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("chapAuthEnabled", &self.chap_auth_enabled);
         w.write_opt("chapName", &self.chap_name);
-        w.write_opt("chapSecret", &self.chap_secret);
+        w.write_opt_secret("chapSecret", &self.chap_secret);
         w.write_opt("chapAuthenticationType", &self.chap_authentication_type);
         w.write_opt("chapInherited", &self.chap_inherited);
         w.write_opt("mutualChapName", &self.mutual_chap_name);
-        w.write_opt("mutualChapSecret", &self.mutual_chap_secret);
+        w.write_opt_secret("mutualChapSecret", &self.mutual_chap_secret);
         w.write_opt(
             "mutualChapAuthenticationType",
             &self.mutual_chap_authentication_type,
@@ -2441,7 +1663,7 @@ impl x::Fields for HostInternetScsiHbaAuthenticationProperties {
     }
 }
 /// `HostInternetScsiHbaDigestCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostInternetScsiHbaDigestCapabilities {
     /// `headerDigestSettable`.
     pub header_digest_settable: Option<bool>,
@@ -2456,6 +1678,16 @@ impl x::SchemaType for HostInternetScsiHbaDigestCapabilities {
     const TYPE_NAME: &'static str = "HostInternetScsiHbaDigestCapabilities";
 }
 impl x::Structure for HostInternetScsiHbaDigestCapabilities {}
+impl std::fmt::Debug for HostInternetScsiHbaDigestCapabilities {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostInternetScsiHbaDigestCapabilities {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostInternetScsiHbaDigestCapabilities {
     fn decode_field(
         &mut self,
@@ -2484,7 +1716,7 @@ impl x::Fields for HostInternetScsiHbaDigestCapabilities {
     }
 }
 /// `HostInternetScsiHbaDigestProperties` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostInternetScsiHbaDigestProperties {
     /// `headerDigestType`.
     pub header_digest_type: Option<String>,
@@ -2499,6 +1731,16 @@ impl x::SchemaType for HostInternetScsiHbaDigestProperties {
     const TYPE_NAME: &'static str = "HostInternetScsiHbaDigestProperties";
 }
 impl x::Structure for HostInternetScsiHbaDigestProperties {}
+impl std::fmt::Debug for HostInternetScsiHbaDigestProperties {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostInternetScsiHbaDigestProperties {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostInternetScsiHbaDigestProperties {
     fn decode_field(
         &mut self,
@@ -2523,7 +1765,7 @@ impl x::Fields for HostInternetScsiHbaDigestProperties {
     }
 }
 /// `HostInternetScsiHbaDiscoveryCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostInternetScsiHbaDiscoveryCapabilities {
     /// `iSnsDiscoverySettable`.
     pub i_sns_discovery_settable: bool,
@@ -2538,6 +1780,16 @@ impl x::SchemaType for HostInternetScsiHbaDiscoveryCapabilities {
     const TYPE_NAME: &'static str = "HostInternetScsiHbaDiscoveryCapabilities";
 }
 impl x::Structure for HostInternetScsiHbaDiscoveryCapabilities {}
+impl std::fmt::Debug for HostInternetScsiHbaDiscoveryCapabilities {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostInternetScsiHbaDiscoveryCapabilities {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostInternetScsiHbaDiscoveryCapabilities {
     fn decode_field(
         &mut self,
@@ -2566,7 +1818,7 @@ impl x::Fields for HostInternetScsiHbaDiscoveryCapabilities {
     }
 }
 /// `HostInternetScsiHbaDiscoveryProperties` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostInternetScsiHbaDiscoveryProperties {
     /// `iSnsDiscoveryEnabled`.
     pub i_sns_discovery_enabled: bool,
@@ -2589,6 +1841,16 @@ impl x::SchemaType for HostInternetScsiHbaDiscoveryProperties {
     const TYPE_NAME: &'static str = "HostInternetScsiHbaDiscoveryProperties";
 }
 impl x::Structure for HostInternetScsiHbaDiscoveryProperties {}
+impl std::fmt::Debug for HostInternetScsiHbaDiscoveryProperties {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostInternetScsiHbaDiscoveryProperties {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostInternetScsiHbaDiscoveryProperties {
     fn decode_field(
         &mut self,
@@ -2625,7 +1887,7 @@ impl x::Fields for HostInternetScsiHbaDiscoveryProperties {
     }
 }
 /// `HostInternetScsiHbaIPCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostInternetScsiHbaIPCapabilities {
     /// `addressSettable`.
     pub address_settable: bool,
@@ -2672,6 +1934,16 @@ impl x::SchemaType for HostInternetScsiHbaIPCapabilities {
     const TYPE_NAME: &'static str = "HostInternetScsiHbaIPCapabilities";
 }
 impl x::Structure for HostInternetScsiHbaIPCapabilities {}
+impl std::fmt::Debug for HostInternetScsiHbaIPCapabilities {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostInternetScsiHbaIPCapabilities {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostInternetScsiHbaIPCapabilities {
     fn decode_field(
         &mut self,
@@ -2766,7 +2038,7 @@ impl x::Fields for HostInternetScsiHbaIPCapabilities {
     }
 }
 /// `HostInternetScsiHbaIPProperties` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostInternetScsiHbaIPProperties {
     /// `mac`.
     pub mac: Option<String>,
@@ -2805,6 +2077,16 @@ impl x::SchemaType for HostInternetScsiHbaIPProperties {
     const TYPE_NAME: &'static str = "HostInternetScsiHbaIPProperties";
 }
 impl x::Structure for HostInternetScsiHbaIPProperties {}
+impl std::fmt::Debug for HostInternetScsiHbaIPProperties {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostInternetScsiHbaIPProperties {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostInternetScsiHbaIPProperties {
     fn decode_field(
         &mut self,
@@ -2855,7 +2137,7 @@ impl x::Fields for HostInternetScsiHbaIPProperties {
     }
 }
 /// `HostInternetScsiHbaIPv6Properties` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostInternetScsiHbaIPv6Properties {
     /// `iscsiIpv6Address`.
     pub iscsi_ipv6_address: Vec<HostInternetScsiHbaIscsiIpv6Address>,
@@ -2872,6 +2154,16 @@ impl x::SchemaType for HostInternetScsiHbaIPv6Properties {
     const TYPE_NAME: &'static str = "HostInternetScsiHbaIPv6Properties";
 }
 impl x::Structure for HostInternetScsiHbaIPv6Properties {}
+impl std::fmt::Debug for HostInternetScsiHbaIPv6Properties {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostInternetScsiHbaIPv6Properties {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostInternetScsiHbaIPv6Properties {
     fn clone(&self) -> Self {
         Self {
@@ -2926,7 +2218,7 @@ impl x::Fields for HostInternetScsiHbaIPv6Properties {
     }
 }
 /// `HostInternetScsiHbaIscsiIpv6Address` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostInternetScsiHbaIscsiIpv6Address {
     /// `address`.
     pub address: String,
@@ -2941,6 +2233,16 @@ impl x::SchemaType for HostInternetScsiHbaIscsiIpv6Address {
     const TYPE_NAME: &'static str = "HostInternetScsiHbaIscsiIpv6Address";
 }
 impl x::Structure for HostInternetScsiHbaIscsiIpv6Address {}
+impl std::fmt::Debug for HostInternetScsiHbaIscsiIpv6Address {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostInternetScsiHbaIscsiIpv6Address {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostInternetScsiHbaIscsiIpv6Address {
     fn decode_field(
         &mut self,
@@ -2971,7 +2273,7 @@ impl x::ArrayItem for HostInternetScsiHbaIscsiIpv6Address {
 /// `HostInternetScsiHbaParamValue` (extends `OptionValue`).
 ///
 /// The fields of `OptionValue` are in `option_value`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostInternetScsiHbaParamValue {
     /// The fields `HostInternetScsiHbaParamValue` inherits from `OptionValue`.
     pub option_value: OptionValue,
@@ -2982,6 +2284,16 @@ impl x::SchemaType for HostInternetScsiHbaParamValue {
     const TYPE_NAME: &'static str = "HostInternetScsiHbaParamValue";
 }
 impl x::Structure for HostInternetScsiHbaParamValue {}
+impl std::fmt::Debug for HostInternetScsiHbaParamValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostInternetScsiHbaParamValue {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostInternetScsiHbaParamValue {
     type Target = OptionValue;
     #[inline]
@@ -3018,7 +2330,7 @@ impl x::ArrayItem for HostInternetScsiHbaParamValue {
     const ITEM_TAG: &'static str = "HostInternetScsiHbaParamValue";
 }
 /// `HostInternetScsiHbaSendTarget` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostInternetScsiHbaSendTarget {
     /// `address`.
     pub address: String,
@@ -3039,6 +2351,16 @@ impl x::SchemaType for HostInternetScsiHbaSendTarget {
     const TYPE_NAME: &'static str = "HostInternetScsiHbaSendTarget";
 }
 impl x::Structure for HostInternetScsiHbaSendTarget {}
+impl std::fmt::Debug for HostInternetScsiHbaSendTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostInternetScsiHbaSendTarget {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostInternetScsiHbaSendTarget {
     fn clone(&self) -> Self {
         Self {
@@ -3086,4 +2408,789 @@ impl x::Fields for HostInternetScsiHbaSendTarget {
 impl x::ArrayItem for HostInternetScsiHbaSendTarget {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostInternetScsiHbaSendTarget";
     const ITEM_TAG: &'static str = "HostInternetScsiHbaSendTarget";
+}
+/// `HostInternetScsiHbaStaticTarget` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostInternetScsiHbaStaticTarget {
+    /// `address`.
+    pub address: String,
+    /// `port`.
+    pub port: Option<i32>,
+    /// `iScsiName`.
+    pub i_scsi_name: String,
+    /// `discoveryMethod`.
+    pub discovery_method: Option<String>,
+    /// `authenticationProperties`.
+    pub authentication_properties: Option<HostInternetScsiHbaAuthenticationProperties>,
+    /// `digestProperties`.
+    pub digest_properties: Option<HostInternetScsiHbaDigestProperties>,
+    /// `supportedAdvancedOptions`.
+    pub supported_advanced_options: Vec<OptionDef>,
+    /// `advancedOptions`.
+    pub advanced_options: Vec<HostInternetScsiHbaParamValue>,
+    /// `parent`.
+    pub parent: Option<String>,
+}
+impl x::SchemaType for HostInternetScsiHbaStaticTarget {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaStaticTarget";
+}
+impl x::Structure for HostInternetScsiHbaStaticTarget {}
+impl std::fmt::Debug for HostInternetScsiHbaStaticTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostInternetScsiHbaStaticTarget {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for HostInternetScsiHbaStaticTarget {
+    fn clone(&self) -> Self {
+        Self {
+            address: self.address.clone(),
+            port: self.port,
+            i_scsi_name: self.i_scsi_name.clone(),
+            discovery_method: self.discovery_method.clone(),
+            authentication_properties: self.authentication_properties.clone(),
+            digest_properties: self.digest_properties.clone(),
+            supported_advanced_options: x::clone_vec(&self.supported_advanced_options),
+            advanced_options: x::clone_vec(&self.advanced_options),
+            parent: self.parent.clone(),
+        }
+    }
+}
+impl x::Fields for HostInternetScsiHbaStaticTarget {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "address" => r.read(&mut self.address),
+            "port" => r.read_opt(&mut self.port),
+            "iScsiName" => r.read(&mut self.i_scsi_name),
+            "discoveryMethod" => r.read_opt(&mut self.discovery_method),
+            "authenticationProperties" => r.read_opt(&mut self.authentication_properties),
+            "digestProperties" => r.read_opt(&mut self.digest_properties),
+            "supportedAdvancedOptions" => {
+                r.read_push(&mut self.supported_advanced_options)
+            }
+            "advancedOptions" => r.read_push(&mut self.advanced_options),
+            "parent" => r.read_opt(&mut self.parent),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("address", &self.address);
+        w.write_opt("port", &self.port);
+        w.write("iScsiName", &self.i_scsi_name);
+        w.write_opt("discoveryMethod", &self.discovery_method);
+        w.write_opt("authenticationProperties", &self.authentication_properties);
+        w.write_opt("digestProperties", &self.digest_properties);
+        w.write_vec("supportedAdvancedOptions", &self.supported_advanced_options);
+        w.write_vec("advancedOptions", &self.advanced_options);
+        w.write_opt("parent", &self.parent);
+    }
+}
+impl x::ArrayItem for HostInternetScsiHbaStaticTarget {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostInternetScsiHbaStaticTarget";
+    const ITEM_TAG: &'static str = "HostInternetScsiHbaStaticTarget";
+}
+/// `HostInternetScsiHbaTargetSet` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostInternetScsiHbaTargetSet {
+    /// `staticTargets`.
+    pub static_targets: Vec<HostInternetScsiHbaStaticTarget>,
+    /// `sendTargets`.
+    pub send_targets: Vec<HostInternetScsiHbaSendTarget>,
+}
+impl x::SchemaType for HostInternetScsiHbaTargetSet {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaTargetSet";
+}
+impl x::Structure for HostInternetScsiHbaTargetSet {}
+impl std::fmt::Debug for HostInternetScsiHbaTargetSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostInternetScsiHbaTargetSet {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for HostInternetScsiHbaTargetSet {
+    fn clone(&self) -> Self {
+        Self {
+            static_targets: x::clone_vec(&self.static_targets),
+            send_targets: x::clone_vec(&self.send_targets),
+        }
+    }
+}
+impl x::Fields for HostInternetScsiHbaTargetSet {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "staticTargets" => r.read_push(&mut self.static_targets),
+            "sendTargets" => r.read_push(&mut self.send_targets),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("staticTargets", &self.static_targets);
+        w.write_vec("sendTargets", &self.send_targets);
+    }
+}
+/// `HostInternetScsiTargetTransport` (extends `HostTargetTransport`).
+#[derive(Default)]
+pub struct HostInternetScsiTargetTransport {
+    /// `iScsiName`.
+    pub i_scsi_name: String,
+    /// `iScsiAlias`.
+    pub i_scsi_alias: String,
+    /// `address`.
+    pub address: Vec<String>,
+}
+impl x::SchemaType for HostInternetScsiTargetTransport {
+    const TYPE_NAME: &'static str = "HostInternetScsiTargetTransport";
+}
+impl x::Structure for HostInternetScsiTargetTransport {}
+impl std::fmt::Debug for HostInternetScsiTargetTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostInternetScsiTargetTransport {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for HostInternetScsiTargetTransport {
+    fn clone(&self) -> Self {
+        Self {
+            i_scsi_name: self.i_scsi_name.clone(),
+            i_scsi_alias: self.i_scsi_alias.clone(),
+            address: x::clone_vec(&self.address),
+        }
+    }
+}
+impl x::Fields for HostInternetScsiTargetTransport {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "iScsiName" => r.read(&mut self.i_scsi_name),
+            "iScsiAlias" => r.read(&mut self.i_scsi_alias),
+            "address" => r.read_push(&mut self.address),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("iScsiName", &self.i_scsi_name);
+        w.write("iScsiAlias", &self.i_scsi_alias);
+        w.write_vec("address", &self.address);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `HostInventoryFull` (extends `NotEnoughLicenses`).
+///
+/// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostInventoryFull {
+    /// The fields `HostInventoryFull` inherits from `NotEnoughLicenses`.
+    pub not_enough_licenses: NotEnoughLicenses,
+    /// `capacity`.
+    pub capacity: i32,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for HostInventoryFull {
+    const TYPE_NAME: &'static str = "HostInventoryFull";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for HostInventoryFull {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for HostInventoryFull {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for HostInventoryFull {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for HostInventoryFull {
+    type Target = NotEnoughLicenses;
+    #[inline]
+    fn deref(&self) -> &NotEnoughLicenses {
+        &self.not_enough_licenses
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for HostInventoryFull {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
+        &mut self.not_enough_licenses
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for HostInventoryFull {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "capacity" => r.read(&mut self.capacity),
+            _ => return x::Fields::decode_field(&mut self.not_enough_licenses, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.not_enough_licenses, w);
+        w.write("capacity", &self.capacity);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostInventoryFullEvent` (extends `LicenseEvent`).
+///
+/// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostInventoryFullEvent {
+    /// The fields `HostInventoryFullEvent` inherits from `LicenseEvent`.
+    pub license_event: LicenseEvent,
+    /// `capacity`.
+    pub capacity: i32,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostInventoryFullEvent {
+    const TYPE_NAME: &'static str = "HostInventoryFullEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostInventoryFullEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostInventoryFullEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostInventoryFullEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostInventoryFullEvent {
+    type Target = LicenseEvent;
+    #[inline]
+    fn deref(&self) -> &LicenseEvent {
+        &self.license_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostInventoryFullEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut LicenseEvent {
+        &mut self.license_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostInventoryFullEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "capacity" => r.read(&mut self.capacity),
+            _ => return x::Fields::decode_field(&mut self.license_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.license_event, w);
+        w.write("capacity", &self.capacity);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostInventoryUnreadableEvent` (extends `Event`).
+///
+/// The fields of `Event` are in `event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostInventoryUnreadableEvent {
+    /// The fields `HostInventoryUnreadableEvent` inherits from `Event`.
+    pub event: Event,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostInventoryUnreadableEvent {
+    const TYPE_NAME: &'static str = "HostInventoryUnreadableEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostInventoryUnreadableEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostInventoryUnreadableEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostInventoryUnreadableEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostInventoryUnreadableEvent {
+    type Target = Event;
+    #[inline]
+    fn deref(&self) -> &Event {
+        &self.event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostInventoryUnreadableEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Event {
+        &mut self.event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostInventoryUnreadableEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.event, w);
+    }
+}
+/// `HostIoFilterInfo` (extends `IoFilterInfo`).
+///
+/// The fields of `IoFilterInfo` are in `io_filter_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostIoFilterInfo {
+    /// The fields `HostIoFilterInfo` inherits from `IoFilterInfo`.
+    pub io_filter_info: IoFilterInfo,
+    /// `available`.
+    pub available: bool,
+}
+impl x::SchemaType for HostIoFilterInfo {
+    const TYPE_NAME: &'static str = "HostIoFilterInfo";
+}
+impl x::Structure for HostIoFilterInfo {}
+impl std::fmt::Debug for HostIoFilterInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostIoFilterInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for HostIoFilterInfo {
+    type Target = IoFilterInfo;
+    #[inline]
+    fn deref(&self) -> &IoFilterInfo {
+        &self.io_filter_info
+    }
+}
+impl std::ops::DerefMut for HostIoFilterInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut IoFilterInfo {
+        &mut self.io_filter_info
+    }
+}
+impl x::Fields for HostIoFilterInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "available" => r.read(&mut self.available),
+            _ => return x::Fields::decode_field(&mut self.io_filter_info, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.io_filter_info, w);
+        w.write("available", &self.available);
+    }
+}
+impl x::ArrayItem for HostIoFilterInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostIoFilterInfo";
+    const ITEM_TAG: &'static str = "HostIoFilterInfo";
+}
+#[cfg(feature = "all-events")]
+/// `HostIpChangedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostIpChangedEvent {
+    /// The fields `HostIpChangedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `oldIP`.
+    pub old_ip: String,
+    /// `newIP`.
+    pub new_ip: String,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostIpChangedEvent {
+    const TYPE_NAME: &'static str = "HostIpChangedEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostIpChangedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostIpChangedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostIpChangedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostIpChangedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostIpChangedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostIpChangedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "oldIP" => r.read(&mut self.old_ip),
+            "newIP" => r.read(&mut self.new_ip),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write("oldIP", &self.old_ip);
+        w.write("newIP", &self.new_ip);
+    }
+}
+/// `HostIpConfig` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostIpConfig {
+    /// `dhcp`.
+    pub dhcp: bool,
+    /// `ipAddress`.
+    pub ip_address: Option<String>,
+    /// `subnetMask`.
+    pub subnet_mask: Option<String>,
+    /// `ipV6Config`.
+    pub ip_v6_config: Option<HostIpConfigIpV6AddressConfiguration>,
+}
+impl x::SchemaType for HostIpConfig {
+    const TYPE_NAME: &'static str = "HostIpConfig";
+}
+impl x::Structure for HostIpConfig {}
+impl std::fmt::Debug for HostIpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostIpConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for HostIpConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dhcp" => r.read(&mut self.dhcp),
+            "ipAddress" => r.read_opt(&mut self.ip_address),
+            "subnetMask" => r.read_opt(&mut self.subnet_mask),
+            "ipV6Config" => r.read_opt(&mut self.ip_v6_config),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("dhcp", &self.dhcp);
+        w.write_opt("ipAddress", &self.ip_address);
+        w.write_opt("subnetMask", &self.subnet_mask);
+        w.write_opt("ipV6Config", &self.ip_v6_config);
+    }
+}
+/// `HostIpConfigIpV6Address` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostIpConfigIpV6Address {
+    /// `ipAddress`.
+    pub ip_address: String,
+    /// `prefixLength`.
+    pub prefix_length: i32,
+    /// `origin`.
+    pub origin: Option<String>,
+    /// `dadState`.
+    pub dad_state: Option<String>,
+    /// `lifetime`.
+    pub lifetime: Option<x::DateTime>,
+    /// `operation`.
+    pub operation: Option<String>,
+}
+impl x::SchemaType for HostIpConfigIpV6Address {
+    const TYPE_NAME: &'static str = "HostIpConfigIpV6Address";
+}
+impl x::Structure for HostIpConfigIpV6Address {}
+impl std::fmt::Debug for HostIpConfigIpV6Address {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostIpConfigIpV6Address {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for HostIpConfigIpV6Address {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ipAddress" => r.read(&mut self.ip_address),
+            "prefixLength" => r.read(&mut self.prefix_length),
+            "origin" => r.read_opt(&mut self.origin),
+            "dadState" => r.read_opt(&mut self.dad_state),
+            "lifetime" => r.read_opt(&mut self.lifetime),
+            "operation" => r.read_opt(&mut self.operation),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("ipAddress", &self.ip_address);
+        w.write("prefixLength", &self.prefix_length);
+        w.write_opt("origin", &self.origin);
+        w.write_opt("dadState", &self.dad_state);
+        w.write_opt("lifetime", &self.lifetime);
+        w.write_opt("operation", &self.operation);
+    }
+}
+impl x::ArrayItem for HostIpConfigIpV6Address {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostIpConfigIpV6Address";
+    const ITEM_TAG: &'static str = "HostIpConfigIpV6Address";
+}
+/// `HostIpConfigIpV6AddressConfiguration` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostIpConfigIpV6AddressConfiguration {
+    /// `ipV6Address`.
+    pub ip_v6_address: Vec<HostIpConfigIpV6Address>,
+    /// `autoConfigurationEnabled`.
+    pub auto_configuration_enabled: Option<bool>,
+    /// `dhcpV6Enabled`.
+    pub dhcp_v6_enabled: Option<bool>,
+}
+impl x::SchemaType for HostIpConfigIpV6AddressConfiguration {
+    const TYPE_NAME: &'static str = "HostIpConfigIpV6AddressConfiguration";
+}
+impl x::Structure for HostIpConfigIpV6AddressConfiguration {}
+impl std::fmt::Debug for HostIpConfigIpV6AddressConfiguration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostIpConfigIpV6AddressConfiguration {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for HostIpConfigIpV6AddressConfiguration {
+    fn clone(&self) -> Self {
+        Self {
+            ip_v6_address: x::clone_vec(&self.ip_v6_address),
+            auto_configuration_enabled: self.auto_configuration_enabled,
+            dhcp_v6_enabled: self.dhcp_v6_enabled,
+        }
+    }
+}
+impl x::Fields for HostIpConfigIpV6AddressConfiguration {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ipV6Address" => r.read_push(&mut self.ip_v6_address),
+            "autoConfigurationEnabled" => {
+                r.read_opt(&mut self.auto_configuration_enabled)
+            }
+            "dhcpV6Enabled" => r.read_opt(&mut self.dhcp_v6_enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("ipV6Address", &self.ip_v6_address);
+        w.write_opt("autoConfigurationEnabled", &self.auto_configuration_enabled);
+        w.write_opt("dhcpV6Enabled", &self.dhcp_v6_enabled);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostIpInconsistentEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostIpInconsistentEvent {
+    /// The fields `HostIpInconsistentEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `ipAddress`.
+    pub ip_address: String,
+    /// `ipAddress2`.
+    pub ip_address2: String,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostIpInconsistentEvent {
+    const TYPE_NAME: &'static str = "HostIpInconsistentEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostIpInconsistentEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostIpInconsistentEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostIpInconsistentEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostIpInconsistentEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostIpInconsistentEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostIpInconsistentEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ipAddress" => r.read(&mut self.ip_address),
+            "ipAddress2" => r.read(&mut self.ip_address2),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write("ipAddress", &self.ip_address);
+        w.write("ipAddress2", &self.ip_address2);
+    }
+}
+/// `HostIpRouteConfig` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostIpRouteConfig`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct HostIpRouteConfig {
+    /// `defaultGateway`.
+    pub default_gateway: Option<String>,
+    /// `gatewayDevice`.
+    pub gateway_device: Option<String>,
+    /// `ipV6DefaultGateway`.
+    pub ip_v6_default_gateway: Option<String>,
+    /// `ipV6GatewayDevice`.
+    pub ip_v6_gateway_device: Option<String>,
+}
+impl x::SchemaType for HostIpRouteConfig {
+    const TYPE_NAME: &'static str = "HostIpRouteConfig";
+}
+impl x::Structure for HostIpRouteConfig {}
+impl std::fmt::Debug for HostIpRouteConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostIpRouteConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for HostIpRouteConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "defaultGateway" => r.read_opt(&mut self.default_gateway),
+            "gatewayDevice" => r.read_opt(&mut self.gateway_device),
+            "ipV6DefaultGateway" => r.read_opt(&mut self.ip_v6_default_gateway),
+            "ipV6GatewayDevice" => r.read_opt(&mut self.ip_v6_gateway_device),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("defaultGateway", &self.default_gateway);
+        w.write_opt("gatewayDevice", &self.gateway_device);
+        w.write_opt("ipV6DefaultGateway", &self.ip_v6_default_gateway);
+        w.write_opt("ipV6GatewayDevice", &self.ip_v6_gateway_device);
+    }
 }

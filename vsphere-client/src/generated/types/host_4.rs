@@ -5,655 +5,10 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `HostInternetScsiHbaStaticTarget` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostInternetScsiHbaStaticTarget {
-    /// `address`.
-    pub address: String,
-    /// `port`.
-    pub port: Option<i32>,
-    /// `iScsiName`.
-    pub i_scsi_name: String,
-    /// `discoveryMethod`.
-    pub discovery_method: Option<String>,
-    /// `authenticationProperties`.
-    pub authentication_properties: Option<HostInternetScsiHbaAuthenticationProperties>,
-    /// `digestProperties`.
-    pub digest_properties: Option<HostInternetScsiHbaDigestProperties>,
-    /// `supportedAdvancedOptions`.
-    pub supported_advanced_options: Vec<OptionDef>,
-    /// `advancedOptions`.
-    pub advanced_options: Vec<HostInternetScsiHbaParamValue>,
-    /// `parent`.
-    pub parent: Option<String>,
-}
-impl x::SchemaType for HostInternetScsiHbaStaticTarget {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaStaticTarget";
-}
-impl x::Structure for HostInternetScsiHbaStaticTarget {}
-impl Clone for HostInternetScsiHbaStaticTarget {
-    fn clone(&self) -> Self {
-        Self {
-            address: self.address.clone(),
-            port: self.port,
-            i_scsi_name: self.i_scsi_name.clone(),
-            discovery_method: self.discovery_method.clone(),
-            authentication_properties: self.authentication_properties.clone(),
-            digest_properties: self.digest_properties.clone(),
-            supported_advanced_options: x::clone_vec(&self.supported_advanced_options),
-            advanced_options: x::clone_vec(&self.advanced_options),
-            parent: self.parent.clone(),
-        }
-    }
-}
-impl x::Fields for HostInternetScsiHbaStaticTarget {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "address" => r.read(&mut self.address),
-            "port" => r.read_opt(&mut self.port),
-            "iScsiName" => r.read(&mut self.i_scsi_name),
-            "discoveryMethod" => r.read_opt(&mut self.discovery_method),
-            "authenticationProperties" => r.read_opt(&mut self.authentication_properties),
-            "digestProperties" => r.read_opt(&mut self.digest_properties),
-            "supportedAdvancedOptions" => {
-                r.read_push(&mut self.supported_advanced_options)
-            }
-            "advancedOptions" => r.read_push(&mut self.advanced_options),
-            "parent" => r.read_opt(&mut self.parent),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("address", &self.address);
-        w.write_opt("port", &self.port);
-        w.write("iScsiName", &self.i_scsi_name);
-        w.write_opt("discoveryMethod", &self.discovery_method);
-        w.write_opt("authenticationProperties", &self.authentication_properties);
-        w.write_opt("digestProperties", &self.digest_properties);
-        w.write_vec("supportedAdvancedOptions", &self.supported_advanced_options);
-        w.write_vec("advancedOptions", &self.advanced_options);
-        w.write_opt("parent", &self.parent);
-    }
-}
-impl x::ArrayItem for HostInternetScsiHbaStaticTarget {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostInternetScsiHbaStaticTarget";
-    const ITEM_TAG: &'static str = "HostInternetScsiHbaStaticTarget";
-}
-/// `HostInternetScsiHbaTargetSet` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostInternetScsiHbaTargetSet {
-    /// `staticTargets`.
-    pub static_targets: Vec<HostInternetScsiHbaStaticTarget>,
-    /// `sendTargets`.
-    pub send_targets: Vec<HostInternetScsiHbaSendTarget>,
-}
-impl x::SchemaType for HostInternetScsiHbaTargetSet {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaTargetSet";
-}
-impl x::Structure for HostInternetScsiHbaTargetSet {}
-impl Clone for HostInternetScsiHbaTargetSet {
-    fn clone(&self) -> Self {
-        Self {
-            static_targets: x::clone_vec(&self.static_targets),
-            send_targets: x::clone_vec(&self.send_targets),
-        }
-    }
-}
-impl x::Fields for HostInternetScsiHbaTargetSet {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "staticTargets" => r.read_push(&mut self.static_targets),
-            "sendTargets" => r.read_push(&mut self.send_targets),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("staticTargets", &self.static_targets);
-        w.write_vec("sendTargets", &self.send_targets);
-    }
-}
-/// `HostInternetScsiTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostInternetScsiTargetTransport {
-    /// `iScsiName`.
-    pub i_scsi_name: String,
-    /// `iScsiAlias`.
-    pub i_scsi_alias: String,
-    /// `address`.
-    pub address: Vec<String>,
-}
-impl x::SchemaType for HostInternetScsiTargetTransport {
-    const TYPE_NAME: &'static str = "HostInternetScsiTargetTransport";
-}
-impl x::Structure for HostInternetScsiTargetTransport {}
-impl Clone for HostInternetScsiTargetTransport {
-    fn clone(&self) -> Self {
-        Self {
-            i_scsi_name: self.i_scsi_name.clone(),
-            i_scsi_alias: self.i_scsi_alias.clone(),
-            address: x::clone_vec(&self.address),
-        }
-    }
-}
-impl x::Fields for HostInternetScsiTargetTransport {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "iScsiName" => r.read(&mut self.i_scsi_name),
-            "iScsiAlias" => r.read(&mut self.i_scsi_alias),
-            "address" => r.read_push(&mut self.address),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("iScsiName", &self.i_scsi_name);
-        w.write("iScsiAlias", &self.i_scsi_alias);
-        w.write_vec("address", &self.address);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `HostInventoryFull` (extends `NotEnoughLicenses`).
-///
-/// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInventoryFull {
-    /// The fields `HostInventoryFull` inherits from `NotEnoughLicenses`.
-    pub not_enough_licenses: NotEnoughLicenses,
-    /// `capacity`.
-    pub capacity: i32,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for HostInventoryFull {
-    const TYPE_NAME: &'static str = "HostInventoryFull";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for HostInventoryFull {}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for HostInventoryFull {
-    type Target = NotEnoughLicenses;
-    #[inline]
-    fn deref(&self) -> &NotEnoughLicenses {
-        &self.not_enough_licenses
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for HostInventoryFull {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
-        &mut self.not_enough_licenses
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for HostInventoryFull {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "capacity" => r.read(&mut self.capacity),
-            _ => return x::Fields::decode_field(&mut self.not_enough_licenses, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.not_enough_licenses, w);
-        w.write("capacity", &self.capacity);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostInventoryFullEvent` (extends `LicenseEvent`).
-///
-/// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInventoryFullEvent {
-    /// The fields `HostInventoryFullEvent` inherits from `LicenseEvent`.
-    pub license_event: LicenseEvent,
-    /// `capacity`.
-    pub capacity: i32,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostInventoryFullEvent {
-    const TYPE_NAME: &'static str = "HostInventoryFullEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostInventoryFullEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostInventoryFullEvent {
-    type Target = LicenseEvent;
-    #[inline]
-    fn deref(&self) -> &LicenseEvent {
-        &self.license_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostInventoryFullEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut LicenseEvent {
-        &mut self.license_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostInventoryFullEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "capacity" => r.read(&mut self.capacity),
-            _ => return x::Fields::decode_field(&mut self.license_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.license_event, w);
-        w.write("capacity", &self.capacity);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostInventoryUnreadableEvent` (extends `Event`).
-///
-/// The fields of `Event` are in `event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInventoryUnreadableEvent {
-    /// The fields `HostInventoryUnreadableEvent` inherits from `Event`.
-    pub event: Event,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostInventoryUnreadableEvent {
-    const TYPE_NAME: &'static str = "HostInventoryUnreadableEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostInventoryUnreadableEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostInventoryUnreadableEvent {
-    type Target = Event;
-    #[inline]
-    fn deref(&self) -> &Event {
-        &self.event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostInventoryUnreadableEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut Event {
-        &mut self.event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostInventoryUnreadableEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.event, w);
-    }
-}
-/// `HostIoFilterInfo` (extends `IoFilterInfo`).
-///
-/// The fields of `IoFilterInfo` are in `io_filter_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIoFilterInfo {
-    /// The fields `HostIoFilterInfo` inherits from `IoFilterInfo`.
-    pub io_filter_info: IoFilterInfo,
-    /// `available`.
-    pub available: bool,
-}
-impl x::SchemaType for HostIoFilterInfo {
-    const TYPE_NAME: &'static str = "HostIoFilterInfo";
-}
-impl x::Structure for HostIoFilterInfo {}
-impl std::ops::Deref for HostIoFilterInfo {
-    type Target = IoFilterInfo;
-    #[inline]
-    fn deref(&self) -> &IoFilterInfo {
-        &self.io_filter_info
-    }
-}
-impl std::ops::DerefMut for HostIoFilterInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut IoFilterInfo {
-        &mut self.io_filter_info
-    }
-}
-impl x::Fields for HostIoFilterInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "available" => r.read(&mut self.available),
-            _ => return x::Fields::decode_field(&mut self.io_filter_info, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.io_filter_info, w);
-        w.write("available", &self.available);
-    }
-}
-impl x::ArrayItem for HostIoFilterInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostIoFilterInfo";
-    const ITEM_TAG: &'static str = "HostIoFilterInfo";
-}
-#[cfg(feature = "all-events")]
-/// `HostIpChangedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpChangedEvent {
-    /// The fields `HostIpChangedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `oldIP`.
-    pub old_ip: String,
-    /// `newIP`.
-    pub new_ip: String,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostIpChangedEvent {
-    const TYPE_NAME: &'static str = "HostIpChangedEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostIpChangedEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostIpChangedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostIpChangedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostIpChangedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "oldIP" => r.read(&mut self.old_ip),
-            "newIP" => r.read(&mut self.new_ip),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write("oldIP", &self.old_ip);
-        w.write("newIP", &self.new_ip);
-    }
-}
-/// `HostIpConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpConfig {
-    /// `dhcp`.
-    pub dhcp: bool,
-    /// `ipAddress`.
-    pub ip_address: Option<String>,
-    /// `subnetMask`.
-    pub subnet_mask: Option<String>,
-    /// `ipV6Config`.
-    pub ip_v6_config: Option<HostIpConfigIpV6AddressConfiguration>,
-}
-impl x::SchemaType for HostIpConfig {
-    const TYPE_NAME: &'static str = "HostIpConfig";
-}
-impl x::Structure for HostIpConfig {}
-impl x::Fields for HostIpConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dhcp" => r.read(&mut self.dhcp),
-            "ipAddress" => r.read_opt(&mut self.ip_address),
-            "subnetMask" => r.read_opt(&mut self.subnet_mask),
-            "ipV6Config" => r.read_opt(&mut self.ip_v6_config),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("dhcp", &self.dhcp);
-        w.write_opt("ipAddress", &self.ip_address);
-        w.write_opt("subnetMask", &self.subnet_mask);
-        w.write_opt("ipV6Config", &self.ip_v6_config);
-    }
-}
-/// `HostIpConfigIpV6Address` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpConfigIpV6Address {
-    /// `ipAddress`.
-    pub ip_address: String,
-    /// `prefixLength`.
-    pub prefix_length: i32,
-    /// `origin`.
-    pub origin: Option<String>,
-    /// `dadState`.
-    pub dad_state: Option<String>,
-    /// `lifetime`.
-    pub lifetime: Option<x::DateTime>,
-    /// `operation`.
-    pub operation: Option<String>,
-}
-impl x::SchemaType for HostIpConfigIpV6Address {
-    const TYPE_NAME: &'static str = "HostIpConfigIpV6Address";
-}
-impl x::Structure for HostIpConfigIpV6Address {}
-impl x::Fields for HostIpConfigIpV6Address {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipAddress" => r.read(&mut self.ip_address),
-            "prefixLength" => r.read(&mut self.prefix_length),
-            "origin" => r.read_opt(&mut self.origin),
-            "dadState" => r.read_opt(&mut self.dad_state),
-            "lifetime" => r.read_opt(&mut self.lifetime),
-            "operation" => r.read_opt(&mut self.operation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("ipAddress", &self.ip_address);
-        w.write("prefixLength", &self.prefix_length);
-        w.write_opt("origin", &self.origin);
-        w.write_opt("dadState", &self.dad_state);
-        w.write_opt("lifetime", &self.lifetime);
-        w.write_opt("operation", &self.operation);
-    }
-}
-impl x::ArrayItem for HostIpConfigIpV6Address {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostIpConfigIpV6Address";
-    const ITEM_TAG: &'static str = "HostIpConfigIpV6Address";
-}
-/// `HostIpConfigIpV6AddressConfiguration` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostIpConfigIpV6AddressConfiguration {
-    /// `ipV6Address`.
-    pub ip_v6_address: Vec<HostIpConfigIpV6Address>,
-    /// `autoConfigurationEnabled`.
-    pub auto_configuration_enabled: Option<bool>,
-    /// `dhcpV6Enabled`.
-    pub dhcp_v6_enabled: Option<bool>,
-}
-impl x::SchemaType for HostIpConfigIpV6AddressConfiguration {
-    const TYPE_NAME: &'static str = "HostIpConfigIpV6AddressConfiguration";
-}
-impl x::Structure for HostIpConfigIpV6AddressConfiguration {}
-impl Clone for HostIpConfigIpV6AddressConfiguration {
-    fn clone(&self) -> Self {
-        Self {
-            ip_v6_address: x::clone_vec(&self.ip_v6_address),
-            auto_configuration_enabled: self.auto_configuration_enabled,
-            dhcp_v6_enabled: self.dhcp_v6_enabled,
-        }
-    }
-}
-impl x::Fields for HostIpConfigIpV6AddressConfiguration {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipV6Address" => r.read_push(&mut self.ip_v6_address),
-            "autoConfigurationEnabled" => {
-                r.read_opt(&mut self.auto_configuration_enabled)
-            }
-            "dhcpV6Enabled" => r.read_opt(&mut self.dhcp_v6_enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("ipV6Address", &self.ip_v6_address);
-        w.write_opt("autoConfigurationEnabled", &self.auto_configuration_enabled);
-        w.write_opt("dhcpV6Enabled", &self.dhcp_v6_enabled);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostIpInconsistentEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpInconsistentEvent {
-    /// The fields `HostIpInconsistentEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `ipAddress`.
-    pub ip_address: String,
-    /// `ipAddress2`.
-    pub ip_address2: String,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostIpInconsistentEvent {
-    const TYPE_NAME: &'static str = "HostIpInconsistentEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostIpInconsistentEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostIpInconsistentEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostIpInconsistentEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostIpInconsistentEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipAddress" => r.read(&mut self.ip_address),
-            "ipAddress2" => r.read(&mut self.ip_address2),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write("ipAddress", &self.ip_address);
-        w.write("ipAddress2", &self.ip_address2);
-    }
-}
-/// `HostIpRouteConfig` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostIpRouteConfig`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpRouteConfig {
-    /// `defaultGateway`.
-    pub default_gateway: Option<String>,
-    /// `gatewayDevice`.
-    pub gateway_device: Option<String>,
-    /// `ipV6DefaultGateway`.
-    pub ip_v6_default_gateway: Option<String>,
-    /// `ipV6GatewayDevice`.
-    pub ip_v6_gateway_device: Option<String>,
-}
-impl x::SchemaType for HostIpRouteConfig {
-    const TYPE_NAME: &'static str = "HostIpRouteConfig";
-}
-impl x::Structure for HostIpRouteConfig {}
-impl x::Fields for HostIpRouteConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "defaultGateway" => r.read_opt(&mut self.default_gateway),
-            "gatewayDevice" => r.read_opt(&mut self.gateway_device),
-            "ipV6DefaultGateway" => r.read_opt(&mut self.ip_v6_default_gateway),
-            "ipV6GatewayDevice" => r.read_opt(&mut self.ip_v6_gateway_device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("defaultGateway", &self.default_gateway);
-        w.write_opt("gatewayDevice", &self.gateway_device);
-        w.write_opt("ipV6DefaultGateway", &self.ip_v6_default_gateway);
-        w.write_opt("ipV6GatewayDevice", &self.ip_v6_gateway_device);
-    }
-}
 /// `HostIpRouteConfigSpec` (extends `HostIpRouteConfig`).
 ///
 /// The fields of `HostIpRouteConfig` are in `host_ip_route_config`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostIpRouteConfigSpec {
     /// The fields `HostIpRouteConfigSpec` inherits from `HostIpRouteConfig`.
     pub host_ip_route_config: HostIpRouteConfig,
@@ -666,6 +21,16 @@ impl x::SchemaType for HostIpRouteConfigSpec {
     const TYPE_NAME: &'static str = "HostIpRouteConfigSpec";
 }
 impl x::Structure for HostIpRouteConfigSpec {}
+impl std::fmt::Debug for HostIpRouteConfigSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostIpRouteConfigSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostIpRouteConfigSpec {
     type Target = HostIpRouteConfig;
     #[inline]
@@ -705,7 +70,7 @@ impl x::Fields for HostIpRouteConfigSpec {
     }
 }
 /// `HostIpRouteEntry` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostIpRouteEntry {
     /// `network`.
     pub network: String,
@@ -720,6 +85,16 @@ impl x::SchemaType for HostIpRouteEntry {
     const TYPE_NAME: &'static str = "HostIpRouteEntry";
 }
 impl x::Structure for HostIpRouteEntry {}
+impl std::fmt::Debug for HostIpRouteEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostIpRouteEntry {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostIpRouteEntry {
     fn decode_field(
         &mut self,
@@ -748,7 +123,7 @@ impl x::ArrayItem for HostIpRouteEntry {
     const ITEM_TAG: &'static str = "HostIpRouteEntry";
 }
 /// `HostIpRouteOp` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostIpRouteOp {
     /// `changeOperation`.
     pub change_operation: String,
@@ -759,6 +134,16 @@ impl x::SchemaType for HostIpRouteOp {
     const TYPE_NAME: &'static str = "HostIpRouteOp";
 }
 impl x::Structure for HostIpRouteOp {}
+impl std::fmt::Debug for HostIpRouteOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostIpRouteOp {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostIpRouteOp {
     fn decode_field(
         &mut self,
@@ -783,7 +168,7 @@ impl x::ArrayItem for HostIpRouteOp {
     const ITEM_TAG: &'static str = "HostIpRouteOp";
 }
 /// `HostIpRouteTableConfig` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostIpRouteTableConfig {
     /// `ipRoute`.
     pub ip_route: Vec<HostIpRouteOp>,
@@ -794,6 +179,16 @@ impl x::SchemaType for HostIpRouteTableConfig {
     const TYPE_NAME: &'static str = "HostIpRouteTableConfig";
 }
 impl x::Structure for HostIpRouteTableConfig {}
+impl std::fmt::Debug for HostIpRouteTableConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostIpRouteTableConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostIpRouteTableConfig {
     fn clone(&self) -> Self {
         Self {
@@ -822,7 +217,7 @@ impl x::Fields for HostIpRouteTableConfig {
     }
 }
 /// `HostIpRouteTableInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostIpRouteTableInfo {
     /// `ipRoute`.
     pub ip_route: Vec<HostIpRouteEntry>,
@@ -833,6 +228,16 @@ impl x::SchemaType for HostIpRouteTableInfo {
     const TYPE_NAME: &'static str = "HostIpRouteTableInfo";
 }
 impl x::Structure for HostIpRouteTableInfo {}
+impl std::fmt::Debug for HostIpRouteTableInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostIpRouteTableInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostIpRouteTableInfo {
     fn clone(&self) -> Self {
         Self {
@@ -864,7 +269,7 @@ impl x::Fields for HostIpRouteTableInfo {
 /// `HostIpToShortNameFailedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostIpToShortNameFailedEvent {
     /// The fields `HostIpToShortNameFailedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -875,6 +280,18 @@ impl x::SchemaType for HostIpToShortNameFailedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostIpToShortNameFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostIpToShortNameFailedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostIpToShortNameFailedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostIpToShortNameFailedEvent {
     type Target = HostEvent;
@@ -905,7 +322,7 @@ impl x::Fields for HostIpToShortNameFailedEvent {
     }
 }
 /// `HostIpmiInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostIpmiInfo {
     /// `bmcIpAddress`.
     pub bmc_ip_address: Option<String>,
@@ -920,6 +337,16 @@ impl x::SchemaType for HostIpmiInfo {
     const TYPE_NAME: &'static str = "HostIpmiInfo";
 }
 impl x::Structure for HostIpmiInfo {}
+impl std::fmt::Debug for HostIpmiInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostIpmiInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostIpmiInfo {
     fn decode_field(
         &mut self,
@@ -940,14 +367,14 @@ impl x::Fields for HostIpmiInfo {
         w.write_opt("bmcIpAddress", &self.bmc_ip_address);
         w.write_opt("bmcMacAddress", &self.bmc_mac_address);
         w.write_opt("login", &self.login);
-        w.write_opt("password", &self.password);
+        w.write_opt_secret("password", &self.password);
     }
 }
 #[cfg(feature = "all-events")]
 /// `HostIsolationIpPingFailedEvent` (extends `HostDasEvent`).
 ///
 /// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostIsolationIpPingFailedEvent {
     /// The fields `HostIsolationIpPingFailedEvent` inherits from `HostDasEvent`.
     pub host_das_event: HostDasEvent,
@@ -960,6 +387,18 @@ impl x::SchemaType for HostIsolationIpPingFailedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostIsolationIpPingFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostIsolationIpPingFailedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostIsolationIpPingFailedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostIsolationIpPingFailedEvent {
     type Target = HostDasEvent;
@@ -995,7 +434,7 @@ impl x::Fields for HostIsolationIpPingFailedEvent {
     }
 }
 /// `HostLicensableResourceInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostLicensableResourceInfo {
     /// `resource`.
     pub resource: Vec<KeyAnyValue>,
@@ -1004,6 +443,16 @@ impl x::SchemaType for HostLicensableResourceInfo {
     const TYPE_NAME: &'static str = "HostLicensableResourceInfo";
 }
 impl x::Structure for HostLicensableResourceInfo {}
+impl std::fmt::Debug for HostLicensableResourceInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostLicensableResourceInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostLicensableResourceInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1029,7 +478,7 @@ impl x::Fields for HostLicensableResourceInfo {
     }
 }
 /// `HostLicenseConnectInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostLicenseConnectInfo {
     /// `license`.
     pub license: LicenseManagerLicenseInfo,
@@ -1042,6 +491,16 @@ impl x::SchemaType for HostLicenseConnectInfo {
     const TYPE_NAME: &'static str = "HostLicenseConnectInfo";
 }
 impl x::Structure for HostLicenseConnectInfo {}
+impl std::fmt::Debug for HostLicenseConnectInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostLicenseConnectInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostLicenseConnectInfo {
     fn decode_field(
         &mut self,
@@ -1067,7 +526,7 @@ impl x::Fields for HostLicenseConnectInfo {
 /// `HostLicenseExpiredEvent` (extends `LicenseEvent`).
 ///
 /// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostLicenseExpiredEvent {
     /// The fields `HostLicenseExpiredEvent` inherits from `LicenseEvent`.
     pub license_event: LicenseEvent,
@@ -1078,6 +537,18 @@ impl x::SchemaType for HostLicenseExpiredEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostLicenseExpiredEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostLicenseExpiredEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostLicenseExpiredEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostLicenseExpiredEvent {
     type Target = LicenseEvent;
@@ -1108,7 +579,7 @@ impl x::Fields for HostLicenseExpiredEvent {
     }
 }
 /// `HostLicenseSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostLicenseSpec {
     /// `source`.
     pub source: Option<AnyLicenseSource>,
@@ -1123,6 +594,16 @@ impl x::SchemaType for HostLicenseSpec {
     const TYPE_NAME: &'static str = "HostLicenseSpec";
 }
 impl x::Structure for HostLicenseSpec {}
+impl std::fmt::Debug for HostLicenseSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostLicenseSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostLicenseSpec {
     fn clone(&self) -> Self {
         Self {
@@ -1157,7 +638,7 @@ impl x::Fields for HostLicenseSpec {
     }
 }
 /// `HostListSummary` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostListSummary {
     /// `host`.
     pub host: Option<x::ManagedObjectReference>,
@@ -1202,6 +683,16 @@ impl x::SchemaType for HostListSummary {
     const TYPE_NAME: &'static str = "HostListSummary";
 }
 impl x::Structure for HostListSummary {}
+impl std::fmt::Debug for HostListSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostListSummary {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostListSummary {
     fn clone(&self) -> Self {
         Self {
@@ -1300,7 +791,7 @@ impl x::Fields for HostListSummary {
     }
 }
 /// `HostListSummaryGatewaySummary` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostListSummaryGatewaySummary {
     /// `gatewayType`.
     pub gateway_type: String,
@@ -1311,6 +802,16 @@ impl x::SchemaType for HostListSummaryGatewaySummary {
     const TYPE_NAME: &'static str = "HostListSummaryGatewaySummary";
 }
 impl x::Structure for HostListSummaryGatewaySummary {}
+impl std::fmt::Debug for HostListSummaryGatewaySummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostListSummaryGatewaySummary {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostListSummaryGatewaySummary {
     fn decode_field(
         &mut self,
@@ -1331,7 +832,7 @@ impl x::Fields for HostListSummaryGatewaySummary {
     }
 }
 /// `HostListSummaryQuickStats` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostListSummaryQuickStats {
     /// `overallCpuUsage`.
     pub overall_cpu_usage: Option<i32>,
@@ -1350,6 +851,16 @@ impl x::SchemaType for HostListSummaryQuickStats {
     const TYPE_NAME: &'static str = "HostListSummaryQuickStats";
 }
 impl x::Structure for HostListSummaryQuickStats {}
+impl std::fmt::Debug for HostListSummaryQuickStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostListSummaryQuickStats {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostListSummaryQuickStats {
     fn decode_field(
         &mut self,
@@ -1382,7 +893,7 @@ impl x::Fields for HostListSummaryQuickStats {
 /// `HostLocalAuthenticationInfo` (extends `HostAuthenticationStoreInfo`).
 ///
 /// The fields of `HostAuthenticationStoreInfo` are in `host_authentication_store_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostLocalAuthenticationInfo {
     /// The fields `HostLocalAuthenticationInfo` inherits from `HostAuthenticationStoreInfo`.
     pub host_authentication_store_info: HostAuthenticationStoreInfo,
@@ -1391,6 +902,16 @@ impl x::SchemaType for HostLocalAuthenticationInfo {
     const TYPE_NAME: &'static str = "HostLocalAuthenticationInfo";
 }
 impl x::Structure for HostLocalAuthenticationInfo {}
+impl std::fmt::Debug for HostLocalAuthenticationInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostLocalAuthenticationInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostLocalAuthenticationInfo {
     type Target = HostAuthenticationStoreInfo;
     #[inline]
@@ -1420,7 +941,7 @@ impl x::Fields for HostLocalAuthenticationInfo {
 /// `HostLocalFileSystemVolume` (extends `HostFileSystemVolume`).
 ///
 /// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostLocalFileSystemVolume {
     /// The fields `HostLocalFileSystemVolume` inherits from `HostFileSystemVolume`.
     pub host_file_system_volume: HostFileSystemVolume,
@@ -1431,6 +952,16 @@ impl x::SchemaType for HostLocalFileSystemVolume {
     const TYPE_NAME: &'static str = "HostLocalFileSystemVolume";
 }
 impl x::Structure for HostLocalFileSystemVolume {}
+impl std::fmt::Debug for HostLocalFileSystemVolume {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostLocalFileSystemVolume {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostLocalFileSystemVolume {
     type Target = HostFileSystemVolume;
     #[inline]
@@ -1469,7 +1000,7 @@ impl x::Fields for HostLocalFileSystemVolume {
     }
 }
 /// `HostLocalFileSystemVolumeSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostLocalFileSystemVolumeSpec {
     /// `device`.
     pub device: String,
@@ -1480,6 +1011,16 @@ impl x::SchemaType for HostLocalFileSystemVolumeSpec {
     const TYPE_NAME: &'static str = "HostLocalFileSystemVolumeSpec";
 }
 impl x::Structure for HostLocalFileSystemVolumeSpec {}
+impl std::fmt::Debug for HostLocalFileSystemVolumeSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostLocalFileSystemVolumeSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostLocalFileSystemVolumeSpec {
     fn decode_field(
         &mut self,
@@ -1503,7 +1044,7 @@ impl x::Fields for HostLocalFileSystemVolumeSpec {
 /// `HostLocalPortCreatedEvent` (extends `DvsEvent`).
 ///
 /// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostLocalPortCreatedEvent {
     /// The fields `HostLocalPortCreatedEvent` inherits from `DvsEvent`.
     pub dvs_event: DvsEvent,
@@ -1516,6 +1057,18 @@ impl x::SchemaType for HostLocalPortCreatedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostLocalPortCreatedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostLocalPortCreatedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostLocalPortCreatedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostLocalPortCreatedEvent {
     type Target = DvsEvent;
@@ -1551,7 +1104,7 @@ impl x::Fields for HostLocalPortCreatedEvent {
     }
 }
 /// `HostLowLevelProvisioningManagerDiskLayoutSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostLowLevelProvisioningManagerDiskLayoutSpec {
     /// `controllerType`.
     pub controller_type: String,
@@ -1568,6 +1121,16 @@ impl x::SchemaType for HostLowLevelProvisioningManagerDiskLayoutSpec {
     const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerDiskLayoutSpec";
 }
 impl x::Structure for HostLowLevelProvisioningManagerDiskLayoutSpec {}
+impl std::fmt::Debug for HostLowLevelProvisioningManagerDiskLayoutSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostLowLevelProvisioningManagerDiskLayoutSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostLowLevelProvisioningManagerDiskLayoutSpec {
     fn decode_field(
         &mut self,
@@ -1598,7 +1161,7 @@ impl x::ArrayItem for HostLowLevelProvisioningManagerDiskLayoutSpec {
     const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerDiskLayoutSpec";
 }
 /// `HostLowLevelProvisioningManagerFileDeleteResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostLowLevelProvisioningManagerFileDeleteResult {
     /// `fileName`.
     pub file_name: String,
@@ -1609,6 +1172,16 @@ impl x::SchemaType for HostLowLevelProvisioningManagerFileDeleteResult {
     const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileDeleteResult";
 }
 impl x::Structure for HostLowLevelProvisioningManagerFileDeleteResult {}
+impl std::fmt::Debug for HostLowLevelProvisioningManagerFileDeleteResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostLowLevelProvisioningManagerFileDeleteResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostLowLevelProvisioningManagerFileDeleteResult {
     fn decode_field(
         &mut self,
@@ -1633,7 +1206,7 @@ impl x::ArrayItem for HostLowLevelProvisioningManagerFileDeleteResult {
     const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileDeleteResult";
 }
 /// `HostLowLevelProvisioningManagerFileDeleteSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostLowLevelProvisioningManagerFileDeleteSpec {
     /// `fileName`.
     pub file_name: String,
@@ -1644,6 +1217,16 @@ impl x::SchemaType for HostLowLevelProvisioningManagerFileDeleteSpec {
     const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileDeleteSpec";
 }
 impl x::Structure for HostLowLevelProvisioningManagerFileDeleteSpec {}
+impl std::fmt::Debug for HostLowLevelProvisioningManagerFileDeleteSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostLowLevelProvisioningManagerFileDeleteSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostLowLevelProvisioningManagerFileDeleteSpec {
     fn decode_field(
         &mut self,
@@ -1668,7 +1251,7 @@ impl x::ArrayItem for HostLowLevelProvisioningManagerFileDeleteSpec {
     const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileDeleteSpec";
 }
 /// `HostLowLevelProvisioningManagerFileReserveResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostLowLevelProvisioningManagerFileReserveResult {
     /// `baseName`.
     pub base_name: String,
@@ -1681,6 +1264,16 @@ impl x::SchemaType for HostLowLevelProvisioningManagerFileReserveResult {
     const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileReserveResult";
 }
 impl x::Structure for HostLowLevelProvisioningManagerFileReserveResult {}
+impl std::fmt::Debug for HostLowLevelProvisioningManagerFileReserveResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostLowLevelProvisioningManagerFileReserveResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostLowLevelProvisioningManagerFileReserveResult {
     fn decode_field(
         &mut self,
@@ -1707,7 +1300,7 @@ impl x::ArrayItem for HostLowLevelProvisioningManagerFileReserveResult {
     const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileReserveResult";
 }
 /// `HostLowLevelProvisioningManagerFileReserveSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostLowLevelProvisioningManagerFileReserveSpec {
     /// `baseName`.
     pub base_name: String,
@@ -1722,6 +1315,16 @@ impl x::SchemaType for HostLowLevelProvisioningManagerFileReserveSpec {
     const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileReserveSpec";
 }
 impl x::Structure for HostLowLevelProvisioningManagerFileReserveSpec {}
+impl std::fmt::Debug for HostLowLevelProvisioningManagerFileReserveSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostLowLevelProvisioningManagerFileReserveSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostLowLevelProvisioningManagerFileReserveSpec {
     fn decode_field(
         &mut self,
@@ -1750,7 +1353,7 @@ impl x::ArrayItem for HostLowLevelProvisioningManagerFileReserveSpec {
     const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileReserveSpec";
 }
 /// `HostLowLevelProvisioningManagerSnapshotLayoutSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostLowLevelProvisioningManagerSnapshotLayoutSpec {
     /// `id`.
     pub id: i32,
@@ -1765,6 +1368,16 @@ impl x::SchemaType for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
     const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerSnapshotLayoutSpec";
 }
 impl x::Structure for HostLowLevelProvisioningManagerSnapshotLayoutSpec {}
+impl std::fmt::Debug for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
     fn clone(&self) -> Self {
         Self {
@@ -1803,7 +1416,7 @@ impl x::ArrayItem for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
     const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerSnapshotLayoutSpec";
 }
 /// `HostLowLevelProvisioningManagerVmMigrationStatus` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostLowLevelProvisioningManagerVmMigrationStatus {
     /// `migrationId`.
     pub migration_id: i64,
@@ -1818,6 +1431,16 @@ impl x::SchemaType for HostLowLevelProvisioningManagerVmMigrationStatus {
     const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerVmMigrationStatus";
 }
 impl x::Structure for HostLowLevelProvisioningManagerVmMigrationStatus {}
+impl std::fmt::Debug for HostLowLevelProvisioningManagerVmMigrationStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostLowLevelProvisioningManagerVmMigrationStatus {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostLowLevelProvisioningManagerVmMigrationStatus {
     fn decode_field(
         &mut self,
@@ -1842,7 +1465,7 @@ impl x::Fields for HostLowLevelProvisioningManagerVmMigrationStatus {
     }
 }
 /// `HostLowLevelProvisioningManagerVmRecoveryInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostLowLevelProvisioningManagerVmRecoveryInfo {
     /// `version`.
     pub version: String,
@@ -1857,6 +1480,16 @@ impl x::SchemaType for HostLowLevelProvisioningManagerVmRecoveryInfo {
     const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerVmRecoveryInfo";
 }
 impl x::Structure for HostLowLevelProvisioningManagerVmRecoveryInfo {}
+impl std::fmt::Debug for HostLowLevelProvisioningManagerVmRecoveryInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostLowLevelProvisioningManagerVmRecoveryInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostLowLevelProvisioningManagerVmRecoveryInfo {
     fn decode_field(
         &mut self,
@@ -1881,7 +1514,7 @@ impl x::Fields for HostLowLevelProvisioningManagerVmRecoveryInfo {
     }
 }
 /// `HostMaintenanceSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostMaintenanceSpec {
     /// `vsanMode`.
     pub vsan_mode: Option<VsanHostDecommissionMode>,
@@ -1896,6 +1529,16 @@ impl x::SchemaType for HostMaintenanceSpec {
     const TYPE_NAME: &'static str = "HostMaintenanceSpec";
 }
 impl x::Structure for HostMaintenanceSpec {}
+impl std::fmt::Debug for HostMaintenanceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostMaintenanceSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostMaintenanceSpec {
     fn decode_field(
         &mut self,
@@ -1923,7 +1566,7 @@ impl x::Fields for HostMaintenanceSpec {
 /// `HostMaintenanceSpecEvacuationMode` (extends `DynamicData`).
 ///
 /// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostMaintenanceSpecEvacuationMode {
     /// `workloadNonDisruptive`.
     ///
@@ -1934,6 +1577,16 @@ impl x::SchemaType for HostMaintenanceSpecEvacuationMode {
     const TYPE_NAME: &'static str = "HostMaintenanceSpecEvacuationMode";
 }
 impl x::Structure for HostMaintenanceSpecEvacuationMode {}
+impl std::fmt::Debug for HostMaintenanceSpecEvacuationMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostMaintenanceSpecEvacuationMode {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostMaintenanceSpecEvacuationMode {
     fn decode_field(
         &mut self,
@@ -1955,7 +1608,7 @@ impl x::Fields for HostMaintenanceSpecEvacuationMode {
 /// `HostMemberHealthCheckResult` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyHostMemberHealthCheckResult`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostMemberHealthCheckResult {
     /// `summary`.
     pub summary: Option<String>,
@@ -1964,6 +1617,16 @@ impl x::SchemaType for HostMemberHealthCheckResult {
     const TYPE_NAME: &'static str = "HostMemberHealthCheckResult";
 }
 impl x::Structure for HostMemberHealthCheckResult {}
+impl std::fmt::Debug for HostMemberHealthCheckResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostMemberHealthCheckResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostMemberHealthCheckResult {
     fn decode_field(
         &mut self,
@@ -1982,7 +1645,7 @@ impl x::Fields for HostMemberHealthCheckResult {
     }
 }
 /// `HostMemberRuntimeInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostMemberRuntimeInfo {
     /// `host`.
     pub host: x::ManagedObjectReference,
@@ -2011,6 +1674,16 @@ impl x::SchemaType for HostMemberRuntimeInfo {
     const TYPE_NAME: &'static str = "HostMemberRuntimeInfo";
 }
 impl x::Structure for HostMemberRuntimeInfo {}
+impl std::fmt::Debug for HostMemberRuntimeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostMemberRuntimeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostMemberRuntimeInfo {
     fn clone(&self) -> Self {
         Self {
@@ -2081,7 +1754,7 @@ impl x::ArrayItem for HostMemberRuntimeInfo {
 /// `HostMemberUplinkHealthCheckResult` (extends `HostMemberHealthCheckResult`).
 ///
 /// The fields of `HostMemberHealthCheckResult` are in `host_member_health_check_result`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostMemberUplinkHealthCheckResult {
     /// The fields `HostMemberUplinkHealthCheckResult` inherits from `HostMemberHealthCheckResult`.
     pub host_member_health_check_result: HostMemberHealthCheckResult,
@@ -2092,6 +1765,16 @@ impl x::SchemaType for HostMemberUplinkHealthCheckResult {
     const TYPE_NAME: &'static str = "HostMemberUplinkHealthCheckResult";
 }
 impl x::Structure for HostMemberUplinkHealthCheckResult {}
+impl std::fmt::Debug for HostMemberUplinkHealthCheckResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostMemberUplinkHealthCheckResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostMemberUplinkHealthCheckResult {
     type Target = HostMemberHealthCheckResult;
     #[inline]
@@ -2132,7 +1815,7 @@ impl x::Fields for HostMemberUplinkHealthCheckResult {
 /// `HostMemoryProfile` (extends `ApplyProfile`).
 ///
 /// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostMemoryProfile {
     /// The fields `HostMemoryProfile` inherits from `ApplyProfile`.
     pub apply_profile: ApplyProfile,
@@ -2141,6 +1824,16 @@ impl x::SchemaType for HostMemoryProfile {
     const TYPE_NAME: &'static str = "HostMemoryProfile";
 }
 impl x::Structure for HostMemoryProfile {}
+impl std::fmt::Debug for HostMemoryProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostMemoryProfile {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostMemoryProfile {
     type Target = ApplyProfile;
     #[inline]
@@ -2168,7 +1861,7 @@ impl x::Fields for HostMemoryProfile {
     }
 }
 /// `HostMemorySpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostMemorySpec {
     /// `serviceConsoleReservation`.
     pub service_console_reservation: Option<i64>,
@@ -2177,6 +1870,16 @@ impl x::SchemaType for HostMemorySpec {
     const TYPE_NAME: &'static str = "HostMemorySpec";
 }
 impl x::Structure for HostMemorySpec {}
+impl std::fmt::Debug for HostMemorySpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostMemorySpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostMemorySpec {
     fn decode_field(
         &mut self,
@@ -2197,7 +1900,7 @@ impl x::Fields for HostMemorySpec {
     }
 }
 /// `HostMemoryTierInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostMemoryTierInfo {
     /// `name`.
     pub name: String,
@@ -2216,6 +1919,16 @@ impl x::SchemaType for HostMemoryTierInfo {
     const TYPE_NAME: &'static str = "HostMemoryTierInfo";
 }
 impl x::Structure for HostMemoryTierInfo {}
+impl std::fmt::Debug for HostMemoryTierInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostMemoryTierInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostMemoryTierInfo {
     fn clone(&self) -> Self {
         Self {
@@ -2268,7 +1981,7 @@ impl x::ArrayItem for HostMemoryTierInfo {
 /// `HostMissingNetworksEvent` (extends `HostDasEvent`).
 ///
 /// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostMissingNetworksEvent {
     /// The fields `HostMissingNetworksEvent` inherits from `HostDasEvent`.
     pub host_das_event: HostDasEvent,
@@ -2281,6 +1994,18 @@ impl x::SchemaType for HostMissingNetworksEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostMissingNetworksEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostMissingNetworksEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostMissingNetworksEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostMissingNetworksEvent {
     type Target = HostDasEvent;
@@ -2319,7 +2044,7 @@ impl x::Fields for HostMissingNetworksEvent {
 /// `HostMonitoringStateChangedEvent` (extends `ClusterEvent`).
 ///
 /// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostMonitoringStateChangedEvent {
     /// The fields `HostMonitoringStateChangedEvent` inherits from `ClusterEvent`.
     pub cluster_event: ClusterEvent,
@@ -2334,6 +2059,18 @@ impl x::SchemaType for HostMonitoringStateChangedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostMonitoringStateChangedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostMonitoringStateChangedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostMonitoringStateChangedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostMonitoringStateChangedEvent {
     type Target = ClusterEvent;
@@ -2371,7 +2108,7 @@ impl x::Fields for HostMonitoringStateChangedEvent {
     }
 }
 /// `HostMountInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostMountInfo {
     /// `path`.
     pub path: Option<String>,
@@ -2404,6 +2141,16 @@ impl x::SchemaType for HostMountInfo {
     const TYPE_NAME: &'static str = "HostMountInfo";
 }
 impl x::Structure for HostMountInfo {}
+impl std::fmt::Debug for HostMountInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostMountInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostMountInfo {
     fn decode_field(
         &mut self,
@@ -2464,7 +2211,7 @@ impl x::Fields for HostMountInfo {
     }
 }
 /// `HostMultipathInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostMultipathInfo {
     /// `lun`.
     pub lun: Vec<HostMultipathInfoLogicalUnit>,
@@ -2473,6 +2220,16 @@ impl x::SchemaType for HostMultipathInfo {
     const TYPE_NAME: &'static str = "HostMultipathInfo";
 }
 impl x::Structure for HostMultipathInfo {}
+impl std::fmt::Debug for HostMultipathInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostMultipathInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostMultipathInfo {
     fn clone(&self) -> Self {
         Self {
@@ -2500,7 +2257,7 @@ impl x::Fields for HostMultipathInfo {
 /// `HostMultipathInfoFixedLogicalUnitPolicy` (extends `HostMultipathInfoLogicalUnitPolicy`).
 ///
 /// The fields of `HostMultipathInfoLogicalUnitPolicy` are in `host_multipath_info_logical_unit_policy`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostMultipathInfoFixedLogicalUnitPolicy {
     /// The fields `HostMultipathInfoFixedLogicalUnitPolicy` inherits from `HostMultipathInfoLogicalUnitPolicy`.
     pub host_multipath_info_logical_unit_policy: HostMultipathInfoLogicalUnitPolicy,
@@ -2511,6 +2268,16 @@ impl x::SchemaType for HostMultipathInfoFixedLogicalUnitPolicy {
     const TYPE_NAME: &'static str = "HostMultipathInfoFixedLogicalUnitPolicy";
 }
 impl x::Structure for HostMultipathInfoFixedLogicalUnitPolicy {}
+impl std::fmt::Debug for HostMultipathInfoFixedLogicalUnitPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostMultipathInfoFixedLogicalUnitPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostMultipathInfoFixedLogicalUnitPolicy {
     type Target = HostMultipathInfoLogicalUnitPolicy;
     #[inline]
@@ -2551,7 +2318,7 @@ impl x::Fields for HostMultipathInfoFixedLogicalUnitPolicy {
 /// `HostMultipathInfoHppLogicalUnitPolicy` (extends `HostMultipathInfoLogicalUnitPolicy`).
 ///
 /// The fields of `HostMultipathInfoLogicalUnitPolicy` are in `host_multipath_info_logical_unit_policy`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostMultipathInfoHppLogicalUnitPolicy {
     /// The fields `HostMultipathInfoHppLogicalUnitPolicy` inherits from `HostMultipathInfoLogicalUnitPolicy`.
     pub host_multipath_info_logical_unit_policy: HostMultipathInfoLogicalUnitPolicy,
@@ -2570,6 +2337,16 @@ impl x::SchemaType for HostMultipathInfoHppLogicalUnitPolicy {
     const TYPE_NAME: &'static str = "HostMultipathInfoHppLogicalUnitPolicy";
 }
 impl x::Structure for HostMultipathInfoHppLogicalUnitPolicy {}
+impl std::fmt::Debug for HostMultipathInfoHppLogicalUnitPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostMultipathInfoHppLogicalUnitPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostMultipathInfoHppLogicalUnitPolicy {
     type Target = HostMultipathInfoLogicalUnitPolicy;
     #[inline]
@@ -2616,7 +2393,7 @@ impl x::Fields for HostMultipathInfoHppLogicalUnitPolicy {
     }
 }
 /// `HostMultipathInfoLogicalUnit` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostMultipathInfoLogicalUnit {
     /// `key`.
     pub key: String,
@@ -2637,6 +2414,16 @@ impl x::SchemaType for HostMultipathInfoLogicalUnit {
     const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnit";
 }
 impl x::Structure for HostMultipathInfoLogicalUnit {}
+impl std::fmt::Debug for HostMultipathInfoLogicalUnit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostMultipathInfoLogicalUnit {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostMultipathInfoLogicalUnit {
     fn clone(&self) -> Self {
         Self {
@@ -2683,7 +2470,7 @@ impl x::ArrayItem for HostMultipathInfoLogicalUnit {
 /// `HostMultipathInfoLogicalUnitPolicy` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyHostMultipathInfoLogicalUnitPolicy`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostMultipathInfoLogicalUnitPolicy {
     /// `policy`.
     pub policy: String,
@@ -2692,6 +2479,16 @@ impl x::SchemaType for HostMultipathInfoLogicalUnitPolicy {
     const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnitPolicy";
 }
 impl x::Structure for HostMultipathInfoLogicalUnitPolicy {}
+impl std::fmt::Debug for HostMultipathInfoLogicalUnitPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostMultipathInfoLogicalUnitPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostMultipathInfoLogicalUnitPolicy {
     fn decode_field(
         &mut self,
@@ -2710,7 +2507,7 @@ impl x::Fields for HostMultipathInfoLogicalUnitPolicy {
     }
 }
 /// `HostMultipathInfoLogicalUnitStorageArrayTypePolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
     /// `policy`.
     pub policy: String,
@@ -2719,6 +2516,16 @@ impl x::SchemaType for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
     const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnitStorageArrayTypePolicy";
 }
 impl x::Structure for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {}
+impl std::fmt::Debug for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
     fn decode_field(
         &mut self,
@@ -2737,7 +2544,7 @@ impl x::Fields for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
     }
 }
 /// `HostMultipathInfoPath` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostMultipathInfoPath {
     /// `key`.
     pub key: String,
@@ -2760,6 +2567,16 @@ impl x::SchemaType for HostMultipathInfoPath {
     const TYPE_NAME: &'static str = "HostMultipathInfoPath";
 }
 impl x::Structure for HostMultipathInfoPath {}
+impl std::fmt::Debug for HostMultipathInfoPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostMultipathInfoPath {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostMultipathInfoPath {
     fn decode_field(
         &mut self,
@@ -2796,7 +2613,7 @@ impl x::ArrayItem for HostMultipathInfoPath {
     const ITEM_TAG: &'static str = "HostMultipathInfoPath";
 }
 /// `HostMultipathStateInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostMultipathStateInfo {
     /// `path`.
     pub path: Vec<HostMultipathStateInfoPath>,
@@ -2805,6 +2622,16 @@ impl x::SchemaType for HostMultipathStateInfo {
     const TYPE_NAME: &'static str = "HostMultipathStateInfo";
 }
 impl x::Structure for HostMultipathStateInfo {}
+impl std::fmt::Debug for HostMultipathStateInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostMultipathStateInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostMultipathStateInfo {
     fn clone(&self) -> Self {
         Self {
@@ -2830,7 +2657,7 @@ impl x::Fields for HostMultipathStateInfo {
     }
 }
 /// `HostMultipathStateInfoPath` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostMultipathStateInfoPath {
     /// `name`.
     pub name: String,
@@ -2841,6 +2668,16 @@ impl x::SchemaType for HostMultipathStateInfoPath {
     const TYPE_NAME: &'static str = "HostMultipathStateInfoPath";
 }
 impl x::Structure for HostMultipathStateInfoPath {}
+impl std::fmt::Debug for HostMultipathStateInfoPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostMultipathStateInfoPath {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostMultipathStateInfoPath {
     fn decode_field(
         &mut self,
@@ -2867,7 +2704,7 @@ impl x::ArrayItem for HostMultipathStateInfoPath {
 /// `HostNasVolume` (extends `HostFileSystemVolume`).
 ///
 /// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostNasVolume {
     /// The fields `HostNasVolume` inherits from `HostFileSystemVolume`.
     pub host_file_system_volume: HostFileSystemVolume,
@@ -2888,6 +2725,16 @@ impl x::SchemaType for HostNasVolume {
     const TYPE_NAME: &'static str = "HostNasVolume";
 }
 impl x::Structure for HostNasVolume {}
+impl std::fmt::Debug for HostNasVolume {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNasVolume {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostNasVolume {
     fn clone(&self) -> Self {
         Self {
@@ -2949,7 +2796,7 @@ impl x::Fields for HostNasVolume {
     }
 }
 /// `HostNasVolumeConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNasVolumeConfig {
     /// `changeOperation`.
     pub change_operation: Option<String>,
@@ -2960,6 +2807,16 @@ impl x::SchemaType for HostNasVolumeConfig {
     const TYPE_NAME: &'static str = "HostNasVolumeConfig";
 }
 impl x::Structure for HostNasVolumeConfig {}
+impl std::fmt::Debug for HostNasVolumeConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNasVolumeConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostNasVolumeConfig {
     fn decode_field(
         &mut self,
@@ -2984,7 +2841,7 @@ impl x::ArrayItem for HostNasVolumeConfig {
     const ITEM_TAG: &'static str = "HostNasVolumeConfig";
 }
 /// `HostNasVolumeSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostNasVolumeSpec {
     /// `remoteHost`.
     pub remote_host: String,
@@ -3021,6 +2878,16 @@ impl x::SchemaType for HostNasVolumeSpec {
     const TYPE_NAME: &'static str = "HostNasVolumeSpec";
 }
 impl x::Structure for HostNasVolumeSpec {}
+impl std::fmt::Debug for HostNasVolumeSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNasVolumeSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostNasVolumeSpec {
     fn clone(&self) -> Self {
         Self {
@@ -3070,7 +2937,7 @@ impl x::Fields for HostNasVolumeSpec {
         w.write("accessMode", &self.access_mode);
         w.write_opt("type", &self.type_);
         w.write_opt("userName", &self.user_name);
-        w.write_opt("password", &self.password);
+        w.write_opt_secret("password", &self.password);
         w.write_vec("remoteHostNames", &self.remote_host_names);
         w.write_opt("securityType", &self.security_type);
         if w
@@ -3103,7 +2970,7 @@ impl x::Fields for HostNasVolumeSpec {
     }
 }
 /// `HostNasVolumeUserInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNasVolumeUserInfo {
     /// `user`.
     pub user: String,
@@ -3112,6 +2979,16 @@ impl x::SchemaType for HostNasVolumeUserInfo {
     const TYPE_NAME: &'static str = "HostNasVolumeUserInfo";
 }
 impl x::Structure for HostNasVolumeUserInfo {}
+impl std::fmt::Debug for HostNasVolumeUserInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNasVolumeUserInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostNasVolumeUserInfo {
     fn decode_field(
         &mut self,
@@ -3130,7 +3007,7 @@ impl x::Fields for HostNasVolumeUserInfo {
     }
 }
 /// `HostNatService` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNatService {
     /// `key`.
     pub key: String,
@@ -3141,6 +3018,16 @@ impl x::SchemaType for HostNatService {
     const TYPE_NAME: &'static str = "HostNatService";
 }
 impl x::Structure for HostNatService {}
+impl std::fmt::Debug for HostNatService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNatService {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostNatService {
     fn decode_field(
         &mut self,
@@ -3165,7 +3052,7 @@ impl x::ArrayItem for HostNatService {
     const ITEM_TAG: &'static str = "HostNatService";
 }
 /// `HostNatServiceConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNatServiceConfig {
     /// `changeOperation`.
     pub change_operation: Option<String>,
@@ -3178,6 +3065,16 @@ impl x::SchemaType for HostNatServiceConfig {
     const TYPE_NAME: &'static str = "HostNatServiceConfig";
 }
 impl x::Structure for HostNatServiceConfig {}
+impl std::fmt::Debug for HostNatServiceConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNatServiceConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostNatServiceConfig {
     fn decode_field(
         &mut self,
@@ -3204,7 +3101,7 @@ impl x::ArrayItem for HostNatServiceConfig {
     const ITEM_TAG: &'static str = "HostNatServiceConfig";
 }
 /// `HostNatServiceNameServiceSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostNatServiceNameServiceSpec {
     /// `dnsAutoDetect`.
     pub dns_auto_detect: bool,
@@ -3227,6 +3124,16 @@ impl x::SchemaType for HostNatServiceNameServiceSpec {
     const TYPE_NAME: &'static str = "HostNatServiceNameServiceSpec";
 }
 impl x::Structure for HostNatServiceNameServiceSpec {}
+impl std::fmt::Debug for HostNatServiceNameServiceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNatServiceNameServiceSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostNatServiceNameServiceSpec {
     fn clone(&self) -> Self {
         Self {
@@ -3270,5 +3177,141 @@ impl x::Fields for HostNatServiceNameServiceSpec {
         w.write("nbdsTimeout", &self.nbds_timeout);
         w.write("nbnsRetries", &self.nbns_retries);
         w.write("nbnsTimeout", &self.nbns_timeout);
+    }
+}
+/// `HostNatServicePortForwardSpec` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostNatServicePortForwardSpec {
+    /// `type`.
+    pub type_: String,
+    /// `name`.
+    pub name: String,
+    /// `hostPort`.
+    pub host_port: i32,
+    /// `guestPort`.
+    pub guest_port: i32,
+    /// `guestIpAddress`.
+    pub guest_ip_address: String,
+}
+impl x::SchemaType for HostNatServicePortForwardSpec {
+    const TYPE_NAME: &'static str = "HostNatServicePortForwardSpec";
+}
+impl x::Structure for HostNatServicePortForwardSpec {}
+impl std::fmt::Debug for HostNatServicePortForwardSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNatServicePortForwardSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for HostNatServicePortForwardSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "name" => r.read(&mut self.name),
+            "hostPort" => r.read(&mut self.host_port),
+            "guestPort" => r.read(&mut self.guest_port),
+            "guestIpAddress" => r.read(&mut self.guest_ip_address),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("name", &self.name);
+        w.write("hostPort", &self.host_port);
+        w.write("guestPort", &self.guest_port);
+        w.write("guestIpAddress", &self.guest_ip_address);
+    }
+}
+impl x::ArrayItem for HostNatServicePortForwardSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNatServicePortForwardSpec";
+    const ITEM_TAG: &'static str = "HostNatServicePortForwardSpec";
+}
+/// `HostNatServiceSpec` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostNatServiceSpec {
+    /// `virtualSwitch`.
+    pub virtual_switch: String,
+    /// `activeFtp`.
+    pub active_ftp: bool,
+    /// `allowAnyOui`.
+    pub allow_any_oui: bool,
+    /// `configPort`.
+    pub config_port: bool,
+    /// `ipGatewayAddress`.
+    pub ip_gateway_address: String,
+    /// `udpTimeout`.
+    pub udp_timeout: i32,
+    /// `portForward`.
+    pub port_forward: Vec<HostNatServicePortForwardSpec>,
+    /// `nameService`.
+    pub name_service: Option<HostNatServiceNameServiceSpec>,
+}
+impl x::SchemaType for HostNatServiceSpec {
+    const TYPE_NAME: &'static str = "HostNatServiceSpec";
+}
+impl x::Structure for HostNatServiceSpec {}
+impl std::fmt::Debug for HostNatServiceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNatServiceSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for HostNatServiceSpec {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_switch: self.virtual_switch.clone(),
+            active_ftp: self.active_ftp,
+            allow_any_oui: self.allow_any_oui,
+            config_port: self.config_port,
+            ip_gateway_address: self.ip_gateway_address.clone(),
+            udp_timeout: self.udp_timeout,
+            port_forward: x::clone_vec(&self.port_forward),
+            name_service: self.name_service.clone(),
+        }
+    }
+}
+impl x::Fields for HostNatServiceSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "virtualSwitch" => r.read(&mut self.virtual_switch),
+            "activeFtp" => r.read(&mut self.active_ftp),
+            "allowAnyOui" => r.read(&mut self.allow_any_oui),
+            "configPort" => r.read(&mut self.config_port),
+            "ipGatewayAddress" => r.read(&mut self.ip_gateway_address),
+            "udpTimeout" => r.read(&mut self.udp_timeout),
+            "portForward" => r.read_push(&mut self.port_forward),
+            "nameService" => r.read_opt(&mut self.name_service),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("virtualSwitch", &self.virtual_switch);
+        w.write("activeFtp", &self.active_ftp);
+        w.write("allowAnyOui", &self.allow_any_oui);
+        w.write("configPort", &self.config_port);
+        w.write("ipGatewayAddress", &self.ip_gateway_address);
+        w.write("udpTimeout", &self.udp_timeout);
+        w.write_vec("portForward", &self.port_forward);
+        w.write_opt("nameService", &self.name_service);
     }
 }

@@ -5,124 +5,8 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `HostNatServicePortForwardSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNatServicePortForwardSpec {
-    /// `type`.
-    pub type_: String,
-    /// `name`.
-    pub name: String,
-    /// `hostPort`.
-    pub host_port: i32,
-    /// `guestPort`.
-    pub guest_port: i32,
-    /// `guestIpAddress`.
-    pub guest_ip_address: String,
-}
-impl x::SchemaType for HostNatServicePortForwardSpec {
-    const TYPE_NAME: &'static str = "HostNatServicePortForwardSpec";
-}
-impl x::Structure for HostNatServicePortForwardSpec {}
-impl x::Fields for HostNatServicePortForwardSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "name" => r.read(&mut self.name),
-            "hostPort" => r.read(&mut self.host_port),
-            "guestPort" => r.read(&mut self.guest_port),
-            "guestIpAddress" => r.read(&mut self.guest_ip_address),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("name", &self.name);
-        w.write("hostPort", &self.host_port);
-        w.write("guestPort", &self.guest_port);
-        w.write("guestIpAddress", &self.guest_ip_address);
-    }
-}
-impl x::ArrayItem for HostNatServicePortForwardSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNatServicePortForwardSpec";
-    const ITEM_TAG: &'static str = "HostNatServicePortForwardSpec";
-}
-/// `HostNatServiceSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostNatServiceSpec {
-    /// `virtualSwitch`.
-    pub virtual_switch: String,
-    /// `activeFtp`.
-    pub active_ftp: bool,
-    /// `allowAnyOui`.
-    pub allow_any_oui: bool,
-    /// `configPort`.
-    pub config_port: bool,
-    /// `ipGatewayAddress`.
-    pub ip_gateway_address: String,
-    /// `udpTimeout`.
-    pub udp_timeout: i32,
-    /// `portForward`.
-    pub port_forward: Vec<HostNatServicePortForwardSpec>,
-    /// `nameService`.
-    pub name_service: Option<HostNatServiceNameServiceSpec>,
-}
-impl x::SchemaType for HostNatServiceSpec {
-    const TYPE_NAME: &'static str = "HostNatServiceSpec";
-}
-impl x::Structure for HostNatServiceSpec {}
-impl Clone for HostNatServiceSpec {
-    fn clone(&self) -> Self {
-        Self {
-            virtual_switch: self.virtual_switch.clone(),
-            active_ftp: self.active_ftp,
-            allow_any_oui: self.allow_any_oui,
-            config_port: self.config_port,
-            ip_gateway_address: self.ip_gateway_address.clone(),
-            udp_timeout: self.udp_timeout,
-            port_forward: x::clone_vec(&self.port_forward),
-            name_service: self.name_service.clone(),
-        }
-    }
-}
-impl x::Fields for HostNatServiceSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "virtualSwitch" => r.read(&mut self.virtual_switch),
-            "activeFtp" => r.read(&mut self.active_ftp),
-            "allowAnyOui" => r.read(&mut self.allow_any_oui),
-            "configPort" => r.read(&mut self.config_port),
-            "ipGatewayAddress" => r.read(&mut self.ip_gateway_address),
-            "udpTimeout" => r.read(&mut self.udp_timeout),
-            "portForward" => r.read_push(&mut self.port_forward),
-            "nameService" => r.read_opt(&mut self.name_service),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("virtualSwitch", &self.virtual_switch);
-        w.write("activeFtp", &self.active_ftp);
-        w.write("allowAnyOui", &self.allow_any_oui);
-        w.write("configPort", &self.config_port);
-        w.write("ipGatewayAddress", &self.ip_gateway_address);
-        w.write("udpTimeout", &self.udp_timeout);
-        w.write_vec("portForward", &self.port_forward);
-        w.write_opt("nameService", &self.name_service);
-    }
-}
 /// `HostNetCapabilities` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostNetCapabilities {
     /// `canSetPhysicalNicLinkSpeed`.
     pub can_set_physical_nic_link_speed: bool,
@@ -157,6 +41,16 @@ impl x::SchemaType for HostNetCapabilities {
     const TYPE_NAME: &'static str = "HostNetCapabilities";
 }
 impl x::Structure for HostNetCapabilities {}
+impl std::fmt::Debug for HostNetCapabilities {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNetCapabilities {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostNetCapabilities {
     fn clone(&self) -> Self {
         Self {
@@ -225,7 +119,7 @@ impl x::Fields for HostNetCapabilities {
     }
 }
 /// `HostNetOffloadCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNetOffloadCapabilities {
     /// `csumOffload`.
     pub csum_offload: Option<bool>,
@@ -238,6 +132,16 @@ impl x::SchemaType for HostNetOffloadCapabilities {
     const TYPE_NAME: &'static str = "HostNetOffloadCapabilities";
 }
 impl x::Structure for HostNetOffloadCapabilities {}
+impl std::fmt::Debug for HostNetOffloadCapabilities {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNetOffloadCapabilities {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostNetOffloadCapabilities {
     fn decode_field(
         &mut self,
@@ -260,7 +164,7 @@ impl x::Fields for HostNetOffloadCapabilities {
     }
 }
 /// `HostNetStackInstance` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNetStackInstance {
     /// `key`.
     pub key: Option<String>,
@@ -287,6 +191,16 @@ impl x::SchemaType for HostNetStackInstance {
     const TYPE_NAME: &'static str = "HostNetStackInstance";
 }
 impl x::Structure for HostNetStackInstance {}
+impl std::fmt::Debug for HostNetStackInstance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNetStackInstance {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostNetStackInstance {
     fn decode_field(
         &mut self,
@@ -334,7 +248,7 @@ impl x::ArrayItem for HostNetStackInstance {
     const ITEM_TAG: &'static str = "HostNetStackInstance";
 }
 /// `HostNetworkConfig` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostNetworkConfig {
     /// `vswitch`.
     pub vswitch: Vec<HostVirtualSwitchConfig>,
@@ -371,6 +285,16 @@ impl x::SchemaType for HostNetworkConfig {
     const TYPE_NAME: &'static str = "HostNetworkConfig";
 }
 impl x::Structure for HostNetworkConfig {}
+impl std::fmt::Debug for HostNetworkConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNetworkConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostNetworkConfig {
     fn clone(&self) -> Self {
         Self {
@@ -438,7 +362,7 @@ impl x::Fields for HostNetworkConfig {
     }
 }
 /// `HostNetworkConfigNetStackSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNetworkConfigNetStackSpec {
     /// `netStackInstance`.
     pub net_stack_instance: HostNetStackInstance,
@@ -449,6 +373,16 @@ impl x::SchemaType for HostNetworkConfigNetStackSpec {
     const TYPE_NAME: &'static str = "HostNetworkConfigNetStackSpec";
 }
 impl x::Structure for HostNetworkConfigNetStackSpec {}
+impl std::fmt::Debug for HostNetworkConfigNetStackSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNetworkConfigNetStackSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostNetworkConfigNetStackSpec {
     fn decode_field(
         &mut self,
@@ -473,7 +407,7 @@ impl x::ArrayItem for HostNetworkConfigNetStackSpec {
     const ITEM_TAG: &'static str = "HostNetworkConfigNetStackSpec";
 }
 /// `HostNetworkConfigResult` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostNetworkConfigResult {
     /// `vnicDevice`.
     pub vnic_device: Vec<String>,
@@ -484,6 +418,16 @@ impl x::SchemaType for HostNetworkConfigResult {
     const TYPE_NAME: &'static str = "HostNetworkConfigResult";
 }
 impl x::Structure for HostNetworkConfigResult {}
+impl std::fmt::Debug for HostNetworkConfigResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNetworkConfigResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostNetworkConfigResult {
     fn clone(&self) -> Self {
         Self {
@@ -512,7 +456,7 @@ impl x::Fields for HostNetworkConfigResult {
     }
 }
 /// `HostNetworkInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostNetworkInfo {
     /// `vswitch`.
     pub vswitch: Vec<HostVirtualSwitch>,
@@ -561,6 +505,16 @@ impl x::SchemaType for HostNetworkInfo {
     const TYPE_NAME: &'static str = "HostNetworkInfo";
 }
 impl x::Structure for HostNetworkInfo {}
+impl std::fmt::Debug for HostNetworkInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNetworkInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostNetworkInfo {
     fn clone(&self) -> Self {
         Self {
@@ -648,7 +602,7 @@ impl x::Fields for HostNetworkInfo {
     }
 }
 /// `HostNetworkPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNetworkPolicy {
     /// `security`.
     pub security: Option<HostNetworkSecurityPolicy>,
@@ -663,6 +617,16 @@ impl x::SchemaType for HostNetworkPolicy {
     const TYPE_NAME: &'static str = "HostNetworkPolicy";
 }
 impl x::Structure for HostNetworkPolicy {}
+impl std::fmt::Debug for HostNetworkPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNetworkPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostNetworkPolicy {
     fn decode_field(
         &mut self,
@@ -687,7 +651,7 @@ impl x::Fields for HostNetworkPolicy {
     }
 }
 /// `HostNetworkResourceRuntime` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostNetworkResourceRuntime {
     /// `pnicResourceInfo`.
     pub pnic_resource_info: Vec<HostPnicNetworkResourceInfo>,
@@ -696,6 +660,16 @@ impl x::SchemaType for HostNetworkResourceRuntime {
     const TYPE_NAME: &'static str = "HostNetworkResourceRuntime";
 }
 impl x::Structure for HostNetworkResourceRuntime {}
+impl std::fmt::Debug for HostNetworkResourceRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNetworkResourceRuntime {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostNetworkResourceRuntime {
     fn clone(&self) -> Self {
         Self {
@@ -721,7 +695,7 @@ impl x::Fields for HostNetworkResourceRuntime {
     }
 }
 /// `HostNetworkSecurityPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNetworkSecurityPolicy {
     /// `allowPromiscuous`.
     pub allow_promiscuous: Option<bool>,
@@ -734,6 +708,16 @@ impl x::SchemaType for HostNetworkSecurityPolicy {
     const TYPE_NAME: &'static str = "HostNetworkSecurityPolicy";
 }
 impl x::Structure for HostNetworkSecurityPolicy {}
+impl std::fmt::Debug for HostNetworkSecurityPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNetworkSecurityPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostNetworkSecurityPolicy {
     fn decode_field(
         &mut self,
@@ -756,7 +740,7 @@ impl x::Fields for HostNetworkSecurityPolicy {
     }
 }
 /// `HostNetworkTrafficShapingPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNetworkTrafficShapingPolicy {
     /// `enabled`.
     pub enabled: Option<bool>,
@@ -771,6 +755,16 @@ impl x::SchemaType for HostNetworkTrafficShapingPolicy {
     const TYPE_NAME: &'static str = "HostNetworkTrafficShapingPolicy";
 }
 impl x::Structure for HostNetworkTrafficShapingPolicy {}
+impl std::fmt::Debug for HostNetworkTrafficShapingPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNetworkTrafficShapingPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostNetworkTrafficShapingPolicy {
     fn decode_field(
         &mut self,
@@ -797,7 +791,7 @@ impl x::Fields for HostNetworkTrafficShapingPolicy {
 /// `HostNewNetworkConnectInfo` (extends `HostConnectInfoNetworkInfo`).
 ///
 /// The fields of `HostConnectInfoNetworkInfo` are in `host_connect_info_network_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNewNetworkConnectInfo {
     /// The fields `HostNewNetworkConnectInfo` inherits from `HostConnectInfoNetworkInfo`.
     pub host_connect_info_network_info: HostConnectInfoNetworkInfo,
@@ -806,6 +800,16 @@ impl x::SchemaType for HostNewNetworkConnectInfo {
     const TYPE_NAME: &'static str = "HostNewNetworkConnectInfo";
 }
 impl x::Structure for HostNewNetworkConnectInfo {}
+impl std::fmt::Debug for HostNewNetworkConnectInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNewNetworkConnectInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostNewNetworkConnectInfo {
     type Target = HostConnectInfoNetworkInfo;
     #[inline]
@@ -835,7 +839,7 @@ impl x::Fields for HostNewNetworkConnectInfo {
 /// `HostNfcConnectionInfo` (extends `HostDataTransportConnectionInfo`).
 ///
 /// The fields of `HostDataTransportConnectionInfo` are in `host_data_transport_connection_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNfcConnectionInfo {
     /// The fields `HostNfcConnectionInfo` inherits from `HostDataTransportConnectionInfo`.
     pub host_data_transport_connection_info: HostDataTransportConnectionInfo,
@@ -846,6 +850,16 @@ impl x::SchemaType for HostNfcConnectionInfo {
     const TYPE_NAME: &'static str = "HostNfcConnectionInfo";
 }
 impl x::Structure for HostNfcConnectionInfo {}
+impl std::fmt::Debug for HostNfcConnectionInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNfcConnectionInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostNfcConnectionInfo {
     type Target = HostDataTransportConnectionInfo;
     #[inline]
@@ -884,7 +898,7 @@ impl x::Fields for HostNfcConnectionInfo {
     }
 }
 /// `HostNicFailureCriteria` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNicFailureCriteria {
     /// `checkSpeed`.
     pub check_speed: Option<String>,
@@ -905,6 +919,16 @@ impl x::SchemaType for HostNicFailureCriteria {
     const TYPE_NAME: &'static str = "HostNicFailureCriteria";
 }
 impl x::Structure for HostNicFailureCriteria {}
+impl std::fmt::Debug for HostNicFailureCriteria {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNicFailureCriteria {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostNicFailureCriteria {
     fn decode_field(
         &mut self,
@@ -935,7 +959,7 @@ impl x::Fields for HostNicFailureCriteria {
     }
 }
 /// `HostNicOrderPolicy` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostNicOrderPolicy {
     /// `activeNic`.
     pub active_nic: Vec<String>,
@@ -946,6 +970,16 @@ impl x::SchemaType for HostNicOrderPolicy {
     const TYPE_NAME: &'static str = "HostNicOrderPolicy";
 }
 impl x::Structure for HostNicOrderPolicy {}
+impl std::fmt::Debug for HostNicOrderPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNicOrderPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostNicOrderPolicy {
     fn clone(&self) -> Self {
         Self {
@@ -974,7 +1008,7 @@ impl x::Fields for HostNicOrderPolicy {
     }
 }
 /// `HostNicTeamingPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNicTeamingPolicy {
     /// `policy`.
     pub policy: Option<String>,
@@ -993,6 +1027,16 @@ impl x::SchemaType for HostNicTeamingPolicy {
     const TYPE_NAME: &'static str = "HostNicTeamingPolicy";
 }
 impl x::Structure for HostNicTeamingPolicy {}
+impl std::fmt::Debug for HostNicTeamingPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNicTeamingPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostNicTeamingPolicy {
     fn decode_field(
         &mut self,
@@ -1024,7 +1068,7 @@ impl x::Fields for HostNicTeamingPolicy {
 /// `HostNoAvailableNetworksEvent` (extends `HostDasEvent`).
 ///
 /// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNoAvailableNetworksEvent {
     /// The fields `HostNoAvailableNetworksEvent` inherits from `HostDasEvent`.
     pub host_das_event: HostDasEvent,
@@ -1037,6 +1081,18 @@ impl x::SchemaType for HostNoAvailableNetworksEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostNoAvailableNetworksEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostNoAvailableNetworksEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostNoAvailableNetworksEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostNoAvailableNetworksEvent {
     type Target = HostDasEvent;
@@ -1075,7 +1131,7 @@ impl x::Fields for HostNoAvailableNetworksEvent {
 /// `HostNoHAEnabledPortGroupsEvent` (extends `HostDasEvent`).
 ///
 /// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNoHAEnabledPortGroupsEvent {
     /// The fields `HostNoHAEnabledPortGroupsEvent` inherits from `HostDasEvent`.
     pub host_das_event: HostDasEvent,
@@ -1086,6 +1142,18 @@ impl x::SchemaType for HostNoHAEnabledPortGroupsEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostNoHAEnabledPortGroupsEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostNoHAEnabledPortGroupsEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostNoHAEnabledPortGroupsEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostNoHAEnabledPortGroupsEvent {
     type Target = HostDasEvent;
@@ -1119,7 +1187,7 @@ impl x::Fields for HostNoHAEnabledPortGroupsEvent {
 /// `HostNoRedundantManagementNetworkEvent` (extends `HostDasEvent`).
 ///
 /// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNoRedundantManagementNetworkEvent {
     /// The fields `HostNoRedundantManagementNetworkEvent` inherits from `HostDasEvent`.
     pub host_das_event: HostDasEvent,
@@ -1130,6 +1198,18 @@ impl x::SchemaType for HostNoRedundantManagementNetworkEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostNoRedundantManagementNetworkEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostNoRedundantManagementNetworkEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostNoRedundantManagementNetworkEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostNoRedundantManagementNetworkEvent {
     type Target = HostDasEvent;
@@ -1163,7 +1243,7 @@ impl x::Fields for HostNoRedundantManagementNetworkEvent {
 /// `HostNonCompliantEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNonCompliantEvent {
     /// The fields `HostNonCompliantEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -1174,6 +1254,18 @@ impl x::SchemaType for HostNonCompliantEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostNonCompliantEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostNonCompliantEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostNonCompliantEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostNonCompliantEvent {
     type Target = HostEvent;
@@ -1206,7 +1298,7 @@ impl x::Fields for HostNonCompliantEvent {
 /// `HostNotConnected` (extends `HostCommunication`).
 ///
 /// The fields of `HostCommunication` are in `host_communication`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNotConnected {
     /// The fields `HostNotConnected` inherits from `HostCommunication`.
     pub host_communication: HostCommunication,
@@ -1215,6 +1307,16 @@ impl x::SchemaType for HostNotConnected {
     const TYPE_NAME: &'static str = "HostNotConnected";
 }
 impl x::Structure for HostNotConnected {}
+impl std::fmt::Debug for HostNotConnected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNotConnected {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostNotConnected {
     type Target = HostCommunication;
     #[inline]
@@ -1245,7 +1347,7 @@ impl x::Fields for HostNotConnected {
 /// `HostNotInClusterEvent` (extends `HostDasEvent`).
 ///
 /// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNotInClusterEvent {
     /// The fields `HostNotInClusterEvent` inherits from `HostDasEvent`.
     pub host_das_event: HostDasEvent,
@@ -1256,6 +1358,18 @@ impl x::SchemaType for HostNotInClusterEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostNotInClusterEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostNotInClusterEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostNotInClusterEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostNotInClusterEvent {
     type Target = HostDasEvent;
@@ -1289,7 +1403,7 @@ impl x::Fields for HostNotInClusterEvent {
 /// `HostNotReachable` (extends `HostCommunication`).
 ///
 /// The fields of `HostCommunication` are in `host_communication`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNotReachable {
     /// The fields `HostNotReachable` inherits from `HostCommunication`.
     pub host_communication: HostCommunication,
@@ -1300,6 +1414,18 @@ impl x::SchemaType for HostNotReachable {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for HostNotReachable {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for HostNotReachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for HostNotReachable {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for HostNotReachable {
     type Target = HostCommunication;
@@ -1330,7 +1456,7 @@ impl x::Fields for HostNotReachable {
     }
 }
 /// `HostNtpConfig` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostNtpConfig {
     /// `server`.
     pub server: Vec<String>,
@@ -1341,6 +1467,16 @@ impl x::SchemaType for HostNtpConfig {
     const TYPE_NAME: &'static str = "HostNtpConfig";
 }
 impl x::Structure for HostNtpConfig {}
+impl std::fmt::Debug for HostNtpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNtpConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostNtpConfig {
     fn clone(&self) -> Self {
         Self {
@@ -1369,7 +1505,7 @@ impl x::Fields for HostNtpConfig {
     }
 }
 /// `HostNumaInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostNumaInfo {
     /// `type`.
     pub type_: String,
@@ -1382,6 +1518,16 @@ impl x::SchemaType for HostNumaInfo {
     const TYPE_NAME: &'static str = "HostNumaInfo";
 }
 impl x::Structure for HostNumaInfo {}
+impl std::fmt::Debug for HostNumaInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNumaInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostNumaInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1413,7 +1559,7 @@ impl x::Fields for HostNumaInfo {
     }
 }
 /// `HostNumaNode` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostNumaNode {
     /// `typeId`.
     pub type_id: i8,
@@ -1434,6 +1580,16 @@ impl x::SchemaType for HostNumaNode {
     const TYPE_NAME: &'static str = "HostNumaNode";
 }
 impl x::Structure for HostNumaNode {}
+impl std::fmt::Debug for HostNumaNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNumaNode {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostNumaNode {
     fn clone(&self) -> Self {
         Self {
@@ -1480,7 +1636,7 @@ impl x::ArrayItem for HostNumaNode {
     const ITEM_TAG: &'static str = "HostNumaNode";
 }
 /// `HostNumericSensorInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNumericSensorInfo {
     /// `name`.
     pub name: String,
@@ -1513,6 +1669,16 @@ impl x::SchemaType for HostNumericSensorInfo {
     const TYPE_NAME: &'static str = "HostNumericSensorInfo";
 }
 impl x::Structure for HostNumericSensorInfo {}
+impl std::fmt::Debug for HostNumericSensorInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNumericSensorInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostNumericSensorInfo {
     fn decode_field(
         &mut self,
@@ -1567,7 +1733,7 @@ impl x::ArrayItem for HostNumericSensorInfo {
 /// `HostNvmeConnectSpec` (extends `HostNvmeSpec`).
 ///
 /// The fields of `HostNvmeSpec` are in `host_nvme_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNvmeConnectSpec {
     /// The fields `HostNvmeConnectSpec` inherits from `HostNvmeSpec`.
     pub host_nvme_spec: HostNvmeSpec,
@@ -1584,6 +1750,16 @@ impl x::SchemaType for HostNvmeConnectSpec {
     const TYPE_NAME: &'static str = "HostNvmeConnectSpec";
 }
 impl x::Structure for HostNvmeConnectSpec {}
+impl std::fmt::Debug for HostNvmeConnectSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNvmeConnectSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostNvmeConnectSpec {
     type Target = HostNvmeSpec;
     #[inline]
@@ -1626,7 +1802,7 @@ impl x::ArrayItem for HostNvmeConnectSpec {
     const ITEM_TAG: &'static str = "HostNvmeConnectSpec";
 }
 /// `HostNvmeController` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostNvmeController {
     /// `key`.
     pub key: String,
@@ -1661,6 +1837,16 @@ impl x::SchemaType for HostNvmeController {
     const TYPE_NAME: &'static str = "HostNvmeController";
 }
 impl x::Structure for HostNvmeController {}
+impl std::fmt::Debug for HostNvmeController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNvmeController {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostNvmeController {
     fn clone(&self) -> Self {
         Self {
@@ -1729,7 +1915,7 @@ impl x::ArrayItem for HostNvmeController {
     const ITEM_TAG: &'static str = "HostNvmeController";
 }
 /// `HostNvmeDisconnectSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNvmeDisconnectSpec {
     /// `hbaName`.
     pub hba_name: String,
@@ -1742,6 +1928,16 @@ impl x::SchemaType for HostNvmeDisconnectSpec {
     const TYPE_NAME: &'static str = "HostNvmeDisconnectSpec";
 }
 impl x::Structure for HostNvmeDisconnectSpec {}
+impl std::fmt::Debug for HostNvmeDisconnectSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNvmeDisconnectSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostNvmeDisconnectSpec {
     fn decode_field(
         &mut self,
@@ -1770,7 +1966,7 @@ impl x::ArrayItem for HostNvmeDisconnectSpec {
 /// `HostNvmeDiscoverSpec` (extends `HostNvmeSpec`).
 ///
 /// The fields of `HostNvmeSpec` are in `host_nvme_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNvmeDiscoverSpec {
     /// The fields `HostNvmeDiscoverSpec` inherits from `HostNvmeSpec`.
     pub host_nvme_spec: HostNvmeSpec,
@@ -1783,6 +1979,16 @@ impl x::SchemaType for HostNvmeDiscoverSpec {
     const TYPE_NAME: &'static str = "HostNvmeDiscoverSpec";
 }
 impl x::Structure for HostNvmeDiscoverSpec {}
+impl std::fmt::Debug for HostNvmeDiscoverSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNvmeDiscoverSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostNvmeDiscoverSpec {
     type Target = HostNvmeSpec;
     #[inline]
@@ -1817,7 +2023,7 @@ impl x::Fields for HostNvmeDiscoverSpec {
     }
 }
 /// `HostNvmeDiscoveryLog` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostNvmeDiscoveryLog {
     /// `entry`.
     pub entry: Vec<HostNvmeDiscoveryLogEntry>,
@@ -1828,6 +2034,16 @@ impl x::SchemaType for HostNvmeDiscoveryLog {
     const TYPE_NAME: &'static str = "HostNvmeDiscoveryLog";
 }
 impl x::Structure for HostNvmeDiscoveryLog {}
+impl std::fmt::Debug for HostNvmeDiscoveryLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNvmeDiscoveryLog {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostNvmeDiscoveryLog {
     fn clone(&self) -> Self {
         Self {
@@ -1856,7 +2072,7 @@ impl x::Fields for HostNvmeDiscoveryLog {
     }
 }
 /// `HostNvmeDiscoveryLogEntry` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNvmeDiscoveryLogEntry {
     /// `subnqn`.
     pub subnqn: String,
@@ -1879,6 +2095,16 @@ impl x::SchemaType for HostNvmeDiscoveryLogEntry {
     const TYPE_NAME: &'static str = "HostNvmeDiscoveryLogEntry";
 }
 impl x::Structure for HostNvmeDiscoveryLogEntry {}
+impl std::fmt::Debug for HostNvmeDiscoveryLogEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNvmeDiscoveryLogEntry {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostNvmeDiscoveryLogEntry {
     fn decode_field(
         &mut self,
@@ -1915,7 +2141,7 @@ impl x::ArrayItem for HostNvmeDiscoveryLogEntry {
     const ITEM_TAG: &'static str = "HostNvmeDiscoveryLogEntry";
 }
 /// `HostNvmeNamespace` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNvmeNamespace {
     /// `key`.
     pub key: String,
@@ -1932,6 +2158,16 @@ impl x::SchemaType for HostNvmeNamespace {
     const TYPE_NAME: &'static str = "HostNvmeNamespace";
 }
 impl x::Structure for HostNvmeNamespace {}
+impl std::fmt::Debug for HostNvmeNamespace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNvmeNamespace {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostNvmeNamespace {
     fn decode_field(
         &mut self,
@@ -1962,7 +2198,7 @@ impl x::ArrayItem for HostNvmeNamespace {
     const ITEM_TAG: &'static str = "HostNvmeNamespace";
 }
 /// `HostNvmeOpaqueTransportParameters` (extends `HostNvmeTransportParameters`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNvmeOpaqueTransportParameters {
     /// `trtype`.
     pub trtype: String,
@@ -1979,6 +2215,16 @@ impl x::SchemaType for HostNvmeOpaqueTransportParameters {
     const TYPE_NAME: &'static str = "HostNvmeOpaqueTransportParameters";
 }
 impl x::Structure for HostNvmeOpaqueTransportParameters {}
+impl std::fmt::Debug for HostNvmeOpaqueTransportParameters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNvmeOpaqueTransportParameters {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostNvmeOpaqueTransportParameters {
     fn decode_field(
         &mut self,
@@ -2005,7 +2251,7 @@ impl x::Fields for HostNvmeOpaqueTransportParameters {
     }
 }
 /// `HostNvmeOverFibreChannelParameters` (extends `HostNvmeTransportParameters`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNvmeOverFibreChannelParameters {
     /// `nodeWorldWideName`.
     pub node_world_wide_name: i64,
@@ -2016,6 +2262,16 @@ impl x::SchemaType for HostNvmeOverFibreChannelParameters {
     const TYPE_NAME: &'static str = "HostNvmeOverFibreChannelParameters";
 }
 impl x::Structure for HostNvmeOverFibreChannelParameters {}
+impl std::fmt::Debug for HostNvmeOverFibreChannelParameters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNvmeOverFibreChannelParameters {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostNvmeOverFibreChannelParameters {
     fn decode_field(
         &mut self,
@@ -2036,7 +2292,7 @@ impl x::Fields for HostNvmeOverFibreChannelParameters {
     }
 }
 /// `HostNvmeOverRdmaParameters` (extends `HostNvmeTransportParameters`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNvmeOverRdmaParameters {
     /// `address`.
     pub address: String,
@@ -2049,6 +2305,16 @@ impl x::SchemaType for HostNvmeOverRdmaParameters {
     const TYPE_NAME: &'static str = "HostNvmeOverRdmaParameters";
 }
 impl x::Structure for HostNvmeOverRdmaParameters {}
+impl std::fmt::Debug for HostNvmeOverRdmaParameters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNvmeOverRdmaParameters {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostNvmeOverRdmaParameters {
     fn decode_field(
         &mut self,
@@ -2071,7 +2337,7 @@ impl x::Fields for HostNvmeOverRdmaParameters {
     }
 }
 /// `HostNvmeOverTcpParameters` (extends `HostNvmeTransportParameters`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNvmeOverTcpParameters {
     /// `address`.
     pub address: String,
@@ -2084,6 +2350,16 @@ impl x::SchemaType for HostNvmeOverTcpParameters {
     const TYPE_NAME: &'static str = "HostNvmeOverTcpParameters";
 }
 impl x::Structure for HostNvmeOverTcpParameters {}
+impl std::fmt::Debug for HostNvmeOverTcpParameters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNvmeOverTcpParameters {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostNvmeOverTcpParameters {
     fn decode_field(
         &mut self,
@@ -2106,7 +2382,7 @@ impl x::Fields for HostNvmeOverTcpParameters {
     }
 }
 /// `HostNvmeSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNvmeSpec {
     /// `hbaName`.
     pub hba_name: String,
@@ -2117,6 +2393,16 @@ impl x::SchemaType for HostNvmeSpec {
     const TYPE_NAME: &'static str = "HostNvmeSpec";
 }
 impl x::Structure for HostNvmeSpec {}
+impl std::fmt::Debug for HostNvmeSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNvmeSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostNvmeSpec {
     fn decode_field(
         &mut self,
@@ -2137,7 +2423,7 @@ impl x::Fields for HostNvmeSpec {
     }
 }
 /// `HostNvmeTopology` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostNvmeTopology {
     /// `adapter`.
     pub adapter: Vec<HostNvmeTopologyInterface>,
@@ -2146,6 +2432,16 @@ impl x::SchemaType for HostNvmeTopology {
     const TYPE_NAME: &'static str = "HostNvmeTopology";
 }
 impl x::Structure for HostNvmeTopology {}
+impl std::fmt::Debug for HostNvmeTopology {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNvmeTopology {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostNvmeTopology {
     fn clone(&self) -> Self {
         Self {
@@ -2171,7 +2467,7 @@ impl x::Fields for HostNvmeTopology {
     }
 }
 /// `HostNvmeTopologyInterface` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostNvmeTopologyInterface {
     /// `key`.
     pub key: String,
@@ -2184,6 +2480,16 @@ impl x::SchemaType for HostNvmeTopologyInterface {
     const TYPE_NAME: &'static str = "HostNvmeTopologyInterface";
 }
 impl x::Structure for HostNvmeTopologyInterface {}
+impl std::fmt::Debug for HostNvmeTopologyInterface {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNvmeTopologyInterface {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostNvmeTopologyInterface {
     fn clone(&self) -> Self {
         Self {
@@ -2221,12 +2527,22 @@ impl x::ArrayItem for HostNvmeTopologyInterface {
 /// `HostNvmeTransportParameters` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyHostNvmeTransportParameters`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostNvmeTransportParameters {}
 impl x::SchemaType for HostNvmeTransportParameters {
     const TYPE_NAME: &'static str = "HostNvmeTransportParameters";
 }
 impl x::Structure for HostNvmeTransportParameters {}
+impl std::fmt::Debug for HostNvmeTransportParameters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostNvmeTransportParameters {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostNvmeTransportParameters {
     fn decode_field(
         &mut self,
@@ -2238,7 +2554,7 @@ impl x::Fields for HostNvmeTransportParameters {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `HostOpaqueNetworkInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostOpaqueNetworkInfo {
     /// `opaqueNetworkId`.
     pub opaque_network_id: String,
@@ -2257,6 +2573,16 @@ impl x::SchemaType for HostOpaqueNetworkInfo {
     const TYPE_NAME: &'static str = "HostOpaqueNetworkInfo";
 }
 impl x::Structure for HostOpaqueNetworkInfo {}
+impl std::fmt::Debug for HostOpaqueNetworkInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostOpaqueNetworkInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostOpaqueNetworkInfo {
     fn clone(&self) -> Self {
         Self {
@@ -2301,7 +2627,7 @@ impl x::ArrayItem for HostOpaqueNetworkInfo {
     const ITEM_TAG: &'static str = "HostOpaqueNetworkInfo";
 }
 /// `HostOpaqueSwitch` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostOpaqueSwitch {
     /// `key`.
     pub key: String,
@@ -2324,6 +2650,16 @@ impl x::SchemaType for HostOpaqueSwitch {
     const TYPE_NAME: &'static str = "HostOpaqueSwitch";
 }
 impl x::Structure for HostOpaqueSwitch {}
+impl std::fmt::Debug for HostOpaqueSwitch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostOpaqueSwitch {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostOpaqueSwitch {
     fn clone(&self) -> Self {
         Self {
@@ -2374,7 +2710,7 @@ impl x::ArrayItem for HostOpaqueSwitch {
     const ITEM_TAG: &'static str = "HostOpaqueSwitch";
 }
 /// `HostOpaqueSwitchPhysicalNicZone` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostOpaqueSwitchPhysicalNicZone {
     /// `key`.
     pub key: String,
@@ -2385,6 +2721,16 @@ impl x::SchemaType for HostOpaqueSwitchPhysicalNicZone {
     const TYPE_NAME: &'static str = "HostOpaqueSwitchPhysicalNicZone";
 }
 impl x::Structure for HostOpaqueSwitchPhysicalNicZone {}
+impl std::fmt::Debug for HostOpaqueSwitchPhysicalNicZone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostOpaqueSwitchPhysicalNicZone {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostOpaqueSwitchPhysicalNicZone {
     fn clone(&self) -> Self {
         Self {
@@ -2420,7 +2766,7 @@ impl x::ArrayItem for HostOpaqueSwitchPhysicalNicZone {
 /// `HostOvercommittedEvent` (extends `ClusterOvercommittedEvent`).
 ///
 /// The fields of `ClusterOvercommittedEvent` are in `cluster_overcommitted_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostOvercommittedEvent {
     /// The fields `HostOvercommittedEvent` inherits from `ClusterOvercommittedEvent`.
     pub cluster_overcommitted_event: ClusterOvercommittedEvent,
@@ -2431,6 +2777,18 @@ impl x::SchemaType for HostOvercommittedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostOvercommittedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostOvercommittedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostOvercommittedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostOvercommittedEvent {
     type Target = ClusterOvercommittedEvent;
@@ -2463,7 +2821,7 @@ impl x::Fields for HostOvercommittedEvent {
 /// `HostPMemVolume` (extends `HostFileSystemVolume`).
 ///
 /// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostPMemVolume {
     /// The fields `HostPMemVolume` inherits from `HostFileSystemVolume`.
     pub host_file_system_volume: HostFileSystemVolume,
@@ -2476,6 +2834,16 @@ impl x::SchemaType for HostPMemVolume {
     const TYPE_NAME: &'static str = "HostPMemVolume";
 }
 impl x::Structure for HostPMemVolume {}
+impl std::fmt::Debug for HostPMemVolume {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPMemVolume {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostPMemVolume {
     type Target = HostFileSystemVolume;
     #[inline]
@@ -2518,7 +2886,7 @@ impl x::Fields for HostPMemVolume {
 /// `HostParallelScsiHba` (extends `HostHostBusAdapter`).
 ///
 /// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostParallelScsiHba {
     /// The fields `HostParallelScsiHba` inherits from `HostHostBusAdapter`.
     pub host_host_bus_adapter: HostHostBusAdapter,
@@ -2527,6 +2895,16 @@ impl x::SchemaType for HostParallelScsiHba {
     const TYPE_NAME: &'static str = "HostParallelScsiHba";
 }
 impl x::Structure for HostParallelScsiHba {}
+impl std::fmt::Debug for HostParallelScsiHba {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostParallelScsiHba {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostParallelScsiHba {
     type Target = HostHostBusAdapter;
     #[inline]
@@ -2554,12 +2932,22 @@ impl x::Fields for HostParallelScsiHba {
     }
 }
 /// `HostParallelScsiTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostParallelScsiTargetTransport {}
 impl x::SchemaType for HostParallelScsiTargetTransport {
     const TYPE_NAME: &'static str = "HostParallelScsiTargetTransport";
 }
 impl x::Structure for HostParallelScsiTargetTransport {}
+impl std::fmt::Debug for HostParallelScsiTargetTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostParallelScsiTargetTransport {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostParallelScsiTargetTransport {
     fn decode_field(
         &mut self,
@@ -2573,7 +2961,7 @@ impl x::Fields for HostParallelScsiTargetTransport {
 /// `HostPartialMaintenanceModeRuntimeInfo` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.3.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostPartialMaintenanceModeRuntimeInfo {
     /// `key`.
     ///
@@ -2588,6 +2976,16 @@ impl x::SchemaType for HostPartialMaintenanceModeRuntimeInfo {
     const TYPE_NAME: &'static str = "HostPartialMaintenanceModeRuntimeInfo";
 }
 impl x::Structure for HostPartialMaintenanceModeRuntimeInfo {}
+impl std::fmt::Debug for HostPartialMaintenanceModeRuntimeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPartialMaintenanceModeRuntimeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostPartialMaintenanceModeRuntimeInfo {
     fn decode_field(
         &mut self,
@@ -2613,7 +3011,7 @@ impl x::ArrayItem for HostPartialMaintenanceModeRuntimeInfo {
     const ITEM_TAG: &'static str = "HostPartialMaintenanceModeRuntimeInfo";
 }
 /// `HostPatchManagerLocator` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostPatchManagerLocator {
     /// `url`.
     pub url: String,
@@ -2624,6 +3022,16 @@ impl x::SchemaType for HostPatchManagerLocator {
     const TYPE_NAME: &'static str = "HostPatchManagerLocator";
 }
 impl x::Structure for HostPatchManagerLocator {}
+impl std::fmt::Debug for HostPatchManagerLocator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPatchManagerLocator {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostPatchManagerLocator {
     fn decode_field(
         &mut self,
@@ -2644,7 +3052,7 @@ impl x::Fields for HostPatchManagerLocator {
     }
 }
 /// `HostPatchManagerPatchManagerOperationSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostPatchManagerPatchManagerOperationSpec {
     /// `proxy`.
     pub proxy: Option<String>,
@@ -2661,6 +3069,16 @@ impl x::SchemaType for HostPatchManagerPatchManagerOperationSpec {
     const TYPE_NAME: &'static str = "HostPatchManagerPatchManagerOperationSpec";
 }
 impl x::Structure for HostPatchManagerPatchManagerOperationSpec {}
+impl std::fmt::Debug for HostPatchManagerPatchManagerOperationSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPatchManagerPatchManagerOperationSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostPatchManagerPatchManagerOperationSpec {
     fn decode_field(
         &mut self,
@@ -2682,12 +3100,12 @@ impl x::Fields for HostPatchManagerPatchManagerOperationSpec {
         w.write_opt("proxy", &self.proxy);
         w.write_opt("port", &self.port);
         w.write_opt("userName", &self.user_name);
-        w.write_opt("password", &self.password);
+        w.write_opt_secret("password", &self.password);
         w.write_opt("cmdOption", &self.cmd_option);
     }
 }
 /// `HostPatchManagerResult` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostPatchManagerResult {
     /// `version`.
     pub version: String,
@@ -2700,6 +3118,16 @@ impl x::SchemaType for HostPatchManagerResult {
     const TYPE_NAME: &'static str = "HostPatchManagerResult";
 }
 impl x::Structure for HostPatchManagerResult {}
+impl std::fmt::Debug for HostPatchManagerResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPatchManagerResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostPatchManagerResult {
     fn clone(&self) -> Self {
         Self {
@@ -2731,7 +3159,7 @@ impl x::Fields for HostPatchManagerResult {
     }
 }
 /// `HostPatchManagerStatus` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostPatchManagerStatus {
     /// `id`.
     pub id: String,
@@ -2760,6 +3188,16 @@ impl x::SchemaType for HostPatchManagerStatus {
     const TYPE_NAME: &'static str = "HostPatchManagerStatus";
 }
 impl x::Structure for HostPatchManagerStatus {}
+impl std::fmt::Debug for HostPatchManagerStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPatchManagerStatus {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostPatchManagerStatus {
     fn clone(&self) -> Self {
         Self {
@@ -2819,7 +3257,7 @@ impl x::ArrayItem for HostPatchManagerStatus {
     const ITEM_TAG: &'static str = "HostPatchManagerStatus";
 }
 /// `HostPatchManagerStatusPrerequisitePatch` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostPatchManagerStatusPrerequisitePatch {
     /// `id`.
     pub id: String,
@@ -2830,6 +3268,16 @@ impl x::SchemaType for HostPatchManagerStatusPrerequisitePatch {
     const TYPE_NAME: &'static str = "HostPatchManagerStatusPrerequisitePatch";
 }
 impl x::Structure for HostPatchManagerStatusPrerequisitePatch {}
+impl std::fmt::Debug for HostPatchManagerStatusPrerequisitePatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPatchManagerStatusPrerequisitePatch {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostPatchManagerStatusPrerequisitePatch {
     fn clone(&self) -> Self {
         Self {
@@ -2862,7 +3310,7 @@ impl x::ArrayItem for HostPatchManagerStatusPrerequisitePatch {
     const ITEM_TAG: &'static str = "HostPatchManagerStatusPrerequisitePatch";
 }
 /// `HostPathSelectionPolicyOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostPathSelectionPolicyOption {
     /// `policy`.
     pub policy: AnyElementDescription,
@@ -2871,6 +3319,16 @@ impl x::SchemaType for HostPathSelectionPolicyOption {
     const TYPE_NAME: &'static str = "HostPathSelectionPolicyOption";
 }
 impl x::Structure for HostPathSelectionPolicyOption {}
+impl std::fmt::Debug for HostPathSelectionPolicyOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPathSelectionPolicyOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostPathSelectionPolicyOption {
     fn decode_field(
         &mut self,
@@ -2891,342 +3349,4 @@ impl x::Fields for HostPathSelectionPolicyOption {
 impl x::ArrayItem for HostPathSelectionPolicyOption {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPathSelectionPolicyOption";
     const ITEM_TAG: &'static str = "HostPathSelectionPolicyOption";
-}
-/// `HostPciDevice` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPciDevice {
-    /// `id`.
-    pub id: String,
-    /// `classId`.
-    pub class_id: i16,
-    /// `bus`.
-    pub bus: i8,
-    /// `slot`.
-    pub slot: i8,
-    /// `physicalSlot`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub physical_slot: Option<i32>,
-    /// `slotDescription`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub slot_description: Option<String>,
-    /// `function`.
-    pub function: i8,
-    /// `vendorId`.
-    pub vendor_id: i16,
-    /// `subVendorId`.
-    pub sub_vendor_id: i16,
-    /// `vendorName`.
-    pub vendor_name: String,
-    /// `deviceId`.
-    pub device_id: i16,
-    /// `subDeviceId`.
-    pub sub_device_id: i16,
-    /// `parentBridge`.
-    pub parent_bridge: Option<String>,
-    /// `deviceName`.
-    pub device_name: String,
-    /// `deviceClassName`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub device_class_name: Option<String>,
-    /// `directPathInfo`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub direct_path_info: Option<HostPciDeviceDirectPathInfo>,
-}
-impl x::SchemaType for HostPciDevice {
-    const TYPE_NAME: &'static str = "HostPciDevice";
-}
-impl x::Structure for HostPciDevice {}
-impl x::Fields for HostPciDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "classId" => r.read(&mut self.class_id),
-            "bus" => r.read(&mut self.bus),
-            "slot" => r.read(&mut self.slot),
-            "physicalSlot" => r.read_opt(&mut self.physical_slot),
-            "slotDescription" => r.read_opt(&mut self.slot_description),
-            "function" => r.read(&mut self.function),
-            "vendorId" => r.read(&mut self.vendor_id),
-            "subVendorId" => r.read(&mut self.sub_vendor_id),
-            "vendorName" => r.read(&mut self.vendor_name),
-            "deviceId" => r.read(&mut self.device_id),
-            "subDeviceId" => r.read(&mut self.sub_device_id),
-            "parentBridge" => r.read_opt(&mut self.parent_bridge),
-            "deviceName" => r.read(&mut self.device_name),
-            "deviceClassName" => r.read_opt(&mut self.device_class_name),
-            "directPathInfo" => r.read_opt(&mut self.direct_path_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("classId", &self.class_id);
-        w.write("bus", &self.bus);
-        w.write("slot", &self.slot);
-        if w
-            .since(
-                0x0900_0000,
-                "HostPciDevice.physicalSlot",
-                self.physical_slot.is_some(),
-            )
-        {
-            w.write_opt("physicalSlot", &self.physical_slot);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "HostPciDevice.slotDescription",
-                self.slot_description.is_some(),
-            )
-        {
-            w.write_opt("slotDescription", &self.slot_description);
-        }
-        w.write("function", &self.function);
-        w.write("vendorId", &self.vendor_id);
-        w.write("subVendorId", &self.sub_vendor_id);
-        w.write("vendorName", &self.vendor_name);
-        w.write("deviceId", &self.device_id);
-        w.write("subDeviceId", &self.sub_device_id);
-        w.write_opt("parentBridge", &self.parent_bridge);
-        w.write("deviceName", &self.device_name);
-        if w
-            .since(
-                0x0800_0300,
-                "HostPciDevice.deviceClassName",
-                self.device_class_name.is_some(),
-            )
-        {
-            w.write_opt("deviceClassName", &self.device_class_name);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostPciDevice.directPathInfo",
-                self.direct_path_info.is_some(),
-            )
-        {
-            w.write_opt("directPathInfo", &self.direct_path_info);
-        }
-    }
-}
-impl x::ArrayItem for HostPciDevice {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPciDevice";
-    const ITEM_TAG: &'static str = "HostPciDevice";
-}
-/// `HostPciDeviceDirectPathInfo` (extends `DynamicData`).
-///
-/// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPciDeviceDirectPathInfo {
-    /// `interconnectType`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub interconnect_type: Option<String>,
-    /// `driverName`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_name: Option<String>,
-    /// `driverVersion`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_version: Option<String>,
-    /// `availableMemory`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub available_memory: Option<i32>,
-}
-impl x::SchemaType for HostPciDeviceDirectPathInfo {
-    const TYPE_NAME: &'static str = "HostPciDeviceDirectPathInfo";
-}
-impl x::Structure for HostPciDeviceDirectPathInfo {}
-impl x::Fields for HostPciDeviceDirectPathInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "interconnectType" => r.read_opt(&mut self.interconnect_type),
-            "driverName" => r.read_opt(&mut self.driver_name),
-            "driverVersion" => r.read_opt(&mut self.driver_version),
-            "availableMemory" => r.read_opt(&mut self.available_memory),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0901_0000, "type HostPciDeviceDirectPathInfo", true);
-        w.write_opt("interconnectType", &self.interconnect_type);
-        w.write_opt("driverName", &self.driver_name);
-        w.write_opt("driverVersion", &self.driver_version);
-        w.write_opt("availableMemory", &self.available_memory);
-    }
-}
-/// `HostPciPassthruConfig` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostPciPassthruConfig`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPciPassthruConfig {
-    /// `id`.
-    pub id: String,
-    /// `passthruEnabled`.
-    pub passthru_enabled: bool,
-    /// `applyNow`.
-    pub apply_now: Option<bool>,
-    /// `hardwareLabel`.
-    pub hardware_label: Option<String>,
-}
-impl x::SchemaType for HostPciPassthruConfig {
-    const TYPE_NAME: &'static str = "HostPciPassthruConfig";
-}
-impl x::Structure for HostPciPassthruConfig {}
-impl x::Fields for HostPciPassthruConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "passthruEnabled" => r.read(&mut self.passthru_enabled),
-            "applyNow" => r.read_opt(&mut self.apply_now),
-            "hardwareLabel" => r.read_opt(&mut self.hardware_label),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("passthruEnabled", &self.passthru_enabled);
-        w.write_opt("applyNow", &self.apply_now);
-        w.write_opt("hardwareLabel", &self.hardware_label);
-    }
-}
-/// `HostPciPassthruInfo` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostPciPassthruInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPciPassthruInfo {
-    /// `id`.
-    pub id: String,
-    /// `dependentDevice`.
-    pub dependent_device: String,
-    /// `passthruEnabled`.
-    pub passthru_enabled: bool,
-    /// `passthruCapable`.
-    pub passthru_capable: bool,
-    /// `passthruActive`.
-    pub passthru_active: bool,
-    /// `hardwareLabel`.
-    pub hardware_label: Option<String>,
-    /// `directPathState`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub direct_path_state: Option<HostPciPassthruInfoDirectPathState>,
-}
-impl x::SchemaType for HostPciPassthruInfo {
-    const TYPE_NAME: &'static str = "HostPciPassthruInfo";
-}
-impl x::Structure for HostPciPassthruInfo {}
-impl x::Fields for HostPciPassthruInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "dependentDevice" => r.read(&mut self.dependent_device),
-            "passthruEnabled" => r.read(&mut self.passthru_enabled),
-            "passthruCapable" => r.read(&mut self.passthru_capable),
-            "passthruActive" => r.read(&mut self.passthru_active),
-            "hardwareLabel" => r.read_opt(&mut self.hardware_label),
-            "directPathState" => r.read_opt(&mut self.direct_path_state),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("dependentDevice", &self.dependent_device);
-        w.write("passthruEnabled", &self.passthru_enabled);
-        w.write("passthruCapable", &self.passthru_capable);
-        w.write("passthruActive", &self.passthru_active);
-        w.write_opt("hardwareLabel", &self.hardware_label);
-        if w
-            .since(
-                0x0901_0000,
-                "HostPciPassthruInfo.directPathState",
-                self.direct_path_state.is_some(),
-            )
-        {
-            w.write_opt("directPathState", &self.direct_path_state);
-        }
-    }
-}
-/// `HostPciPassthruInfoDirectPathState` (extends `DynamicData`).
-///
-/// Since vSphere API 9.1.0.0.
-#[derive(Debug, PartialEq, Default)]
-pub struct HostPciPassthruInfoDirectPathState {
-    /// `mode`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub mode: String,
-    /// `configurableModes`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub configurable_modes: Vec<String>,
-    /// `usedMemory`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub used_memory: Option<i32>,
-}
-impl x::SchemaType for HostPciPassthruInfoDirectPathState {
-    const TYPE_NAME: &'static str = "HostPciPassthruInfoDirectPathState";
-}
-impl x::Structure for HostPciPassthruInfoDirectPathState {}
-impl Clone for HostPciPassthruInfoDirectPathState {
-    fn clone(&self) -> Self {
-        Self {
-            mode: self.mode.clone(),
-            configurable_modes: x::clone_vec(&self.configurable_modes),
-            used_memory: self.used_memory,
-        }
-    }
-}
-impl x::Fields for HostPciPassthruInfoDirectPathState {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "mode" => r.read(&mut self.mode),
-            "configurableModes" => r.read_push(&mut self.configurable_modes),
-            "usedMemory" => r.read_opt(&mut self.used_memory),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0901_0000, "type HostPciPassthruInfoDirectPathState", true);
-        w.write("mode", &self.mode);
-        w.write_vec("configurableModes", &self.configurable_modes);
-        w.write_opt("usedMemory", &self.used_memory);
-    }
 }

@@ -5,10 +5,398 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostPciDevice` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostPciDevice {
+    /// `id`.
+    pub id: String,
+    /// `classId`.
+    pub class_id: i16,
+    /// `bus`.
+    pub bus: i8,
+    /// `slot`.
+    pub slot: i8,
+    /// `physicalSlot`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub physical_slot: Option<i32>,
+    /// `slotDescription`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub slot_description: Option<String>,
+    /// `function`.
+    pub function: i8,
+    /// `vendorId`.
+    pub vendor_id: i16,
+    /// `subVendorId`.
+    pub sub_vendor_id: i16,
+    /// `vendorName`.
+    pub vendor_name: String,
+    /// `deviceId`.
+    pub device_id: i16,
+    /// `subDeviceId`.
+    pub sub_device_id: i16,
+    /// `parentBridge`.
+    pub parent_bridge: Option<String>,
+    /// `deviceName`.
+    pub device_name: String,
+    /// `deviceClassName`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub device_class_name: Option<String>,
+    /// `directPathInfo`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub direct_path_info: Option<HostPciDeviceDirectPathInfo>,
+}
+impl x::SchemaType for HostPciDevice {
+    const TYPE_NAME: &'static str = "HostPciDevice";
+}
+impl x::Structure for HostPciDevice {}
+impl std::fmt::Debug for HostPciDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPciDevice {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for HostPciDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "classId" => r.read(&mut self.class_id),
+            "bus" => r.read(&mut self.bus),
+            "slot" => r.read(&mut self.slot),
+            "physicalSlot" => r.read_opt(&mut self.physical_slot),
+            "slotDescription" => r.read_opt(&mut self.slot_description),
+            "function" => r.read(&mut self.function),
+            "vendorId" => r.read(&mut self.vendor_id),
+            "subVendorId" => r.read(&mut self.sub_vendor_id),
+            "vendorName" => r.read(&mut self.vendor_name),
+            "deviceId" => r.read(&mut self.device_id),
+            "subDeviceId" => r.read(&mut self.sub_device_id),
+            "parentBridge" => r.read_opt(&mut self.parent_bridge),
+            "deviceName" => r.read(&mut self.device_name),
+            "deviceClassName" => r.read_opt(&mut self.device_class_name),
+            "directPathInfo" => r.read_opt(&mut self.direct_path_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("classId", &self.class_id);
+        w.write("bus", &self.bus);
+        w.write("slot", &self.slot);
+        if w
+            .since(
+                0x0900_0000,
+                "HostPciDevice.physicalSlot",
+                self.physical_slot.is_some(),
+            )
+        {
+            w.write_opt("physicalSlot", &self.physical_slot);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "HostPciDevice.slotDescription",
+                self.slot_description.is_some(),
+            )
+        {
+            w.write_opt("slotDescription", &self.slot_description);
+        }
+        w.write("function", &self.function);
+        w.write("vendorId", &self.vendor_id);
+        w.write("subVendorId", &self.sub_vendor_id);
+        w.write("vendorName", &self.vendor_name);
+        w.write("deviceId", &self.device_id);
+        w.write("subDeviceId", &self.sub_device_id);
+        w.write_opt("parentBridge", &self.parent_bridge);
+        w.write("deviceName", &self.device_name);
+        if w
+            .since(
+                0x0800_0300,
+                "HostPciDevice.deviceClassName",
+                self.device_class_name.is_some(),
+            )
+        {
+            w.write_opt("deviceClassName", &self.device_class_name);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostPciDevice.directPathInfo",
+                self.direct_path_info.is_some(),
+            )
+        {
+            w.write_opt("directPathInfo", &self.direct_path_info);
+        }
+    }
+}
+impl x::ArrayItem for HostPciDevice {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPciDevice";
+    const ITEM_TAG: &'static str = "HostPciDevice";
+}
+/// `HostPciDeviceDirectPathInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Clone, Default)]
+pub struct HostPciDeviceDirectPathInfo {
+    /// `interconnectType`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub interconnect_type: Option<String>,
+    /// `driverName`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub driver_name: Option<String>,
+    /// `driverVersion`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub driver_version: Option<String>,
+    /// `availableMemory`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub available_memory: Option<i32>,
+}
+impl x::SchemaType for HostPciDeviceDirectPathInfo {
+    const TYPE_NAME: &'static str = "HostPciDeviceDirectPathInfo";
+}
+impl x::Structure for HostPciDeviceDirectPathInfo {}
+impl std::fmt::Debug for HostPciDeviceDirectPathInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPciDeviceDirectPathInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for HostPciDeviceDirectPathInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "interconnectType" => r.read_opt(&mut self.interconnect_type),
+            "driverName" => r.read_opt(&mut self.driver_name),
+            "driverVersion" => r.read_opt(&mut self.driver_version),
+            "availableMemory" => r.read_opt(&mut self.available_memory),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type HostPciDeviceDirectPathInfo", true);
+        w.write_opt("interconnectType", &self.interconnect_type);
+        w.write_opt("driverName", &self.driver_name);
+        w.write_opt("driverVersion", &self.driver_version);
+        w.write_opt("availableMemory", &self.available_memory);
+    }
+}
+/// `HostPciPassthruConfig` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostPciPassthruConfig`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct HostPciPassthruConfig {
+    /// `id`.
+    pub id: String,
+    /// `passthruEnabled`.
+    pub passthru_enabled: bool,
+    /// `applyNow`.
+    pub apply_now: Option<bool>,
+    /// `hardwareLabel`.
+    pub hardware_label: Option<String>,
+}
+impl x::SchemaType for HostPciPassthruConfig {
+    const TYPE_NAME: &'static str = "HostPciPassthruConfig";
+}
+impl x::Structure for HostPciPassthruConfig {}
+impl std::fmt::Debug for HostPciPassthruConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPciPassthruConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for HostPciPassthruConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "passthruEnabled" => r.read(&mut self.passthru_enabled),
+            "applyNow" => r.read_opt(&mut self.apply_now),
+            "hardwareLabel" => r.read_opt(&mut self.hardware_label),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("passthruEnabled", &self.passthru_enabled);
+        w.write_opt("applyNow", &self.apply_now);
+        w.write_opt("hardwareLabel", &self.hardware_label);
+    }
+}
+/// `HostPciPassthruInfo` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostPciPassthruInfo`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct HostPciPassthruInfo {
+    /// `id`.
+    pub id: String,
+    /// `dependentDevice`.
+    pub dependent_device: String,
+    /// `passthruEnabled`.
+    pub passthru_enabled: bool,
+    /// `passthruCapable`.
+    pub passthru_capable: bool,
+    /// `passthruActive`.
+    pub passthru_active: bool,
+    /// `hardwareLabel`.
+    pub hardware_label: Option<String>,
+    /// `directPathState`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub direct_path_state: Option<HostPciPassthruInfoDirectPathState>,
+}
+impl x::SchemaType for HostPciPassthruInfo {
+    const TYPE_NAME: &'static str = "HostPciPassthruInfo";
+}
+impl x::Structure for HostPciPassthruInfo {}
+impl std::fmt::Debug for HostPciPassthruInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPciPassthruInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for HostPciPassthruInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "dependentDevice" => r.read(&mut self.dependent_device),
+            "passthruEnabled" => r.read(&mut self.passthru_enabled),
+            "passthruCapable" => r.read(&mut self.passthru_capable),
+            "passthruActive" => r.read(&mut self.passthru_active),
+            "hardwareLabel" => r.read_opt(&mut self.hardware_label),
+            "directPathState" => r.read_opt(&mut self.direct_path_state),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("dependentDevice", &self.dependent_device);
+        w.write("passthruEnabled", &self.passthru_enabled);
+        w.write("passthruCapable", &self.passthru_capable);
+        w.write("passthruActive", &self.passthru_active);
+        w.write_opt("hardwareLabel", &self.hardware_label);
+        if w
+            .since(
+                0x0901_0000,
+                "HostPciPassthruInfo.directPathState",
+                self.direct_path_state.is_some(),
+            )
+        {
+            w.write_opt("directPathState", &self.direct_path_state);
+        }
+    }
+}
+/// `HostPciPassthruInfoDirectPathState` (extends `DynamicData`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Default)]
+pub struct HostPciPassthruInfoDirectPathState {
+    /// `mode`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub mode: String,
+    /// `configurableModes`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub configurable_modes: Vec<String>,
+    /// `usedMemory`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub used_memory: Option<i32>,
+}
+impl x::SchemaType for HostPciPassthruInfoDirectPathState {
+    const TYPE_NAME: &'static str = "HostPciPassthruInfoDirectPathState";
+}
+impl x::Structure for HostPciPassthruInfoDirectPathState {}
+impl std::fmt::Debug for HostPciPassthruInfoDirectPathState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPciPassthruInfoDirectPathState {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for HostPciPassthruInfoDirectPathState {
+    fn clone(&self) -> Self {
+        Self {
+            mode: self.mode.clone(),
+            configurable_modes: x::clone_vec(&self.configurable_modes),
+            used_memory: self.used_memory,
+        }
+    }
+}
+impl x::Fields for HostPciPassthruInfoDirectPathState {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "mode" => r.read(&mut self.mode),
+            "configurableModes" => r.read_push(&mut self.configurable_modes),
+            "usedMemory" => r.read_opt(&mut self.used_memory),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type HostPciPassthruInfoDirectPathState", true);
+        w.write("mode", &self.mode);
+        w.write_vec("configurableModes", &self.configurable_modes);
+        w.write_opt("usedMemory", &self.used_memory);
+    }
+}
 /// `HostPcieHba` (extends `HostHostBusAdapter`).
 ///
 /// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostPcieHba {
     /// The fields `HostPcieHba` inherits from `HostHostBusAdapter`.
     pub host_host_bus_adapter: HostHostBusAdapter,
@@ -17,6 +405,16 @@ impl x::SchemaType for HostPcieHba {
     const TYPE_NAME: &'static str = "HostPcieHba";
 }
 impl x::Structure for HostPcieHba {}
+impl std::fmt::Debug for HostPcieHba {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPcieHba {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostPcieHba {
     type Target = HostHostBusAdapter;
     #[inline]
@@ -44,12 +442,22 @@ impl x::Fields for HostPcieHba {
     }
 }
 /// `HostPcieTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostPcieTargetTransport {}
 impl x::SchemaType for HostPcieTargetTransport {
     const TYPE_NAME: &'static str = "HostPcieTargetTransport";
 }
 impl x::Structure for HostPcieTargetTransport {}
+impl std::fmt::Debug for HostPcieTargetTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPcieTargetTransport {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostPcieTargetTransport {
     fn decode_field(
         &mut self,
@@ -61,7 +469,7 @@ impl x::Fields for HostPcieTargetTransport {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `HostPersistentMemoryInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostPersistentMemoryInfo {
     /// `capacityInMB`.
     pub capacity_in_mb: Option<i64>,
@@ -72,6 +480,16 @@ impl x::SchemaType for HostPersistentMemoryInfo {
     const TYPE_NAME: &'static str = "HostPersistentMemoryInfo";
 }
 impl x::Structure for HostPersistentMemoryInfo {}
+impl std::fmt::Debug for HostPersistentMemoryInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPersistentMemoryInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostPersistentMemoryInfo {
     fn decode_field(
         &mut self,
@@ -92,7 +510,7 @@ impl x::Fields for HostPersistentMemoryInfo {
     }
 }
 /// `HostPlacedVirtualNicIdentifier` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostPlacedVirtualNicIdentifier {
     /// `vm`.
     pub vm: x::ManagedObjectReference,
@@ -105,6 +523,16 @@ impl x::SchemaType for HostPlacedVirtualNicIdentifier {
     const TYPE_NAME: &'static str = "HostPlacedVirtualNicIdentifier";
 }
 impl x::Structure for HostPlacedVirtualNicIdentifier {}
+impl std::fmt::Debug for HostPlacedVirtualNicIdentifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPlacedVirtualNicIdentifier {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostPlacedVirtualNicIdentifier {
     fn decode_field(
         &mut self,
@@ -131,7 +559,7 @@ impl x::ArrayItem for HostPlacedVirtualNicIdentifier {
     const ITEM_TAG: &'static str = "HostPlacedVirtualNicIdentifier";
 }
 /// `HostPlugStoreTopology` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostPlugStoreTopology {
     /// `adapter`.
     pub adapter: Vec<HostPlugStoreTopologyAdapter>,
@@ -148,6 +576,16 @@ impl x::SchemaType for HostPlugStoreTopology {
     const TYPE_NAME: &'static str = "HostPlugStoreTopology";
 }
 impl x::Structure for HostPlugStoreTopology {}
+impl std::fmt::Debug for HostPlugStoreTopology {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPlugStoreTopology {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostPlugStoreTopology {
     fn clone(&self) -> Self {
         Self {
@@ -185,7 +623,7 @@ impl x::Fields for HostPlugStoreTopology {
     }
 }
 /// `HostPlugStoreTopologyAdapter` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostPlugStoreTopologyAdapter {
     /// `key`.
     pub key: String,
@@ -198,6 +636,16 @@ impl x::SchemaType for HostPlugStoreTopologyAdapter {
     const TYPE_NAME: &'static str = "HostPlugStoreTopologyAdapter";
 }
 impl x::Structure for HostPlugStoreTopologyAdapter {}
+impl std::fmt::Debug for HostPlugStoreTopologyAdapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPlugStoreTopologyAdapter {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostPlugStoreTopologyAdapter {
     fn clone(&self) -> Self {
         Self {
@@ -233,7 +681,7 @@ impl x::ArrayItem for HostPlugStoreTopologyAdapter {
     const ITEM_TAG: &'static str = "HostPlugStoreTopologyAdapter";
 }
 /// `HostPlugStoreTopologyDevice` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostPlugStoreTopologyDevice {
     /// `key`.
     pub key: String,
@@ -246,6 +694,16 @@ impl x::SchemaType for HostPlugStoreTopologyDevice {
     const TYPE_NAME: &'static str = "HostPlugStoreTopologyDevice";
 }
 impl x::Structure for HostPlugStoreTopologyDevice {}
+impl std::fmt::Debug for HostPlugStoreTopologyDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPlugStoreTopologyDevice {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostPlugStoreTopologyDevice {
     fn clone(&self) -> Self {
         Self {
@@ -281,7 +739,7 @@ impl x::ArrayItem for HostPlugStoreTopologyDevice {
     const ITEM_TAG: &'static str = "HostPlugStoreTopologyDevice";
 }
 /// `HostPlugStoreTopologyPath` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostPlugStoreTopologyPath {
     /// `key`.
     pub key: String,
@@ -304,6 +762,16 @@ impl x::SchemaType for HostPlugStoreTopologyPath {
     const TYPE_NAME: &'static str = "HostPlugStoreTopologyPath";
 }
 impl x::Structure for HostPlugStoreTopologyPath {}
+impl std::fmt::Debug for HostPlugStoreTopologyPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPlugStoreTopologyPath {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostPlugStoreTopologyPath {
     fn decode_field(
         &mut self,
@@ -340,7 +808,7 @@ impl x::ArrayItem for HostPlugStoreTopologyPath {
     const ITEM_TAG: &'static str = "HostPlugStoreTopologyPath";
 }
 /// `HostPlugStoreTopologyPlugin` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostPlugStoreTopologyPlugin {
     /// `key`.
     pub key: String,
@@ -355,6 +823,16 @@ impl x::SchemaType for HostPlugStoreTopologyPlugin {
     const TYPE_NAME: &'static str = "HostPlugStoreTopologyPlugin";
 }
 impl x::Structure for HostPlugStoreTopologyPlugin {}
+impl std::fmt::Debug for HostPlugStoreTopologyPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPlugStoreTopologyPlugin {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostPlugStoreTopologyPlugin {
     fn clone(&self) -> Self {
         Self {
@@ -393,7 +871,7 @@ impl x::ArrayItem for HostPlugStoreTopologyPlugin {
     const ITEM_TAG: &'static str = "HostPlugStoreTopologyPlugin";
 }
 /// `HostPlugStoreTopologyTarget` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostPlugStoreTopologyTarget {
     /// `key`.
     pub key: String,
@@ -404,6 +882,16 @@ impl x::SchemaType for HostPlugStoreTopologyTarget {
     const TYPE_NAME: &'static str = "HostPlugStoreTopologyTarget";
 }
 impl x::Structure for HostPlugStoreTopologyTarget {}
+impl std::fmt::Debug for HostPlugStoreTopologyTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPlugStoreTopologyTarget {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostPlugStoreTopologyTarget {
     fn decode_field(
         &mut self,
@@ -428,7 +916,7 @@ impl x::ArrayItem for HostPlugStoreTopologyTarget {
     const ITEM_TAG: &'static str = "HostPlugStoreTopologyTarget";
 }
 /// `HostPnicNetworkResourceInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostPnicNetworkResourceInfo {
     /// `pnicDevice`.
     pub pnic_device: String,
@@ -443,6 +931,16 @@ impl x::SchemaType for HostPnicNetworkResourceInfo {
     const TYPE_NAME: &'static str = "HostPnicNetworkResourceInfo";
 }
 impl x::Structure for HostPnicNetworkResourceInfo {}
+impl std::fmt::Debug for HostPnicNetworkResourceInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPnicNetworkResourceInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostPnicNetworkResourceInfo {
     fn clone(&self) -> Self {
         Self {
@@ -491,7 +989,7 @@ impl x::ArrayItem for HostPnicNetworkResourceInfo {
     const ITEM_TAG: &'static str = "HostPnicNetworkResourceInfo";
 }
 /// `HostPortGroup` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostPortGroup {
     /// `key`.
     pub key: Option<String>,
@@ -508,6 +1006,16 @@ impl x::SchemaType for HostPortGroup {
     const TYPE_NAME: &'static str = "HostPortGroup";
 }
 impl x::Structure for HostPortGroup {}
+impl std::fmt::Debug for HostPortGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPortGroup {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostPortGroup {
     fn clone(&self) -> Self {
         Self {
@@ -549,7 +1057,7 @@ impl x::ArrayItem for HostPortGroup {
     const ITEM_TAG: &'static str = "HostPortGroup";
 }
 /// `HostPortGroupConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostPortGroupConfig {
     /// `changeOperation`.
     pub change_operation: Option<String>,
@@ -560,6 +1068,16 @@ impl x::SchemaType for HostPortGroupConfig {
     const TYPE_NAME: &'static str = "HostPortGroupConfig";
 }
 impl x::Structure for HostPortGroupConfig {}
+impl std::fmt::Debug for HostPortGroupConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPortGroupConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostPortGroupConfig {
     fn decode_field(
         &mut self,
@@ -584,7 +1102,7 @@ impl x::ArrayItem for HostPortGroupConfig {
     const ITEM_TAG: &'static str = "HostPortGroupConfig";
 }
 /// `HostPortGroupPort` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostPortGroupPort {
     /// `key`.
     pub key: Option<String>,
@@ -597,6 +1115,16 @@ impl x::SchemaType for HostPortGroupPort {
     const TYPE_NAME: &'static str = "HostPortGroupPort";
 }
 impl x::Structure for HostPortGroupPort {}
+impl std::fmt::Debug for HostPortGroupPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPortGroupPort {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostPortGroupPort {
     fn clone(&self) -> Self {
         Self {
@@ -634,7 +1162,7 @@ impl x::ArrayItem for HostPortGroupPort {
 /// `HostPortGroupProfile` (extends `PortGroupProfile`).
 ///
 /// The fields of `PortGroupProfile` are in `port_group_profile`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostPortGroupProfile {
     /// The fields `HostPortGroupProfile` inherits from `PortGroupProfile`.
     pub port_group_profile: PortGroupProfile,
@@ -645,6 +1173,16 @@ impl x::SchemaType for HostPortGroupProfile {
     const TYPE_NAME: &'static str = "HostPortGroupProfile";
 }
 impl x::Structure for HostPortGroupProfile {}
+impl std::fmt::Debug for HostPortGroupProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPortGroupProfile {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostPortGroupProfile {
     type Target = PortGroupProfile;
     #[inline]
@@ -681,7 +1219,7 @@ impl x::ArrayItem for HostPortGroupProfile {
     const ITEM_TAG: &'static str = "HostPortGroupProfile";
 }
 /// `HostPortGroupSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostPortGroupSpec {
     /// `name`.
     pub name: String,
@@ -696,6 +1234,16 @@ impl x::SchemaType for HostPortGroupSpec {
     const TYPE_NAME: &'static str = "HostPortGroupSpec";
 }
 impl x::Structure for HostPortGroupSpec {}
+impl std::fmt::Debug for HostPortGroupSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPortGroupSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostPortGroupSpec {
     fn decode_field(
         &mut self,
@@ -722,7 +1270,7 @@ impl x::Fields for HostPortGroupSpec {
 /// `HostPosixAccountSpec` (extends `HostAccountSpec`).
 ///
 /// The fields of `HostAccountSpec` are in `host_account_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostPosixAccountSpec {
     /// The fields `HostPosixAccountSpec` inherits from `HostAccountSpec`.
     pub host_account_spec: HostAccountSpec,
@@ -735,6 +1283,16 @@ impl x::SchemaType for HostPosixAccountSpec {
     const TYPE_NAME: &'static str = "HostPosixAccountSpec";
 }
 impl x::Structure for HostPosixAccountSpec {}
+impl std::fmt::Debug for HostPosixAccountSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPosixAccountSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostPosixAccountSpec {
     type Target = HostAccountSpec;
     #[inline]
@@ -772,7 +1330,7 @@ impl x::Fields for HostPosixAccountSpec {
 /// `HostPowerOpFailed` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostPowerOpFailed {
     /// The fields `HostPowerOpFailed` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -783,6 +1341,18 @@ impl x::SchemaType for HostPowerOpFailed {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for HostPowerOpFailed {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for HostPowerOpFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for HostPowerOpFailed {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for HostPowerOpFailed {
     type Target = VimFault;
@@ -813,7 +1383,7 @@ impl x::Fields for HostPowerOpFailed {
     }
 }
 /// `HostPowerPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostPowerPolicy {
     /// `key`.
     pub key: i32,
@@ -828,6 +1398,16 @@ impl x::SchemaType for HostPowerPolicy {
     const TYPE_NAME: &'static str = "HostPowerPolicy";
 }
 impl x::Structure for HostPowerPolicy {}
+impl std::fmt::Debug for HostPowerPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPowerPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostPowerPolicy {
     fn decode_field(
         &mut self,
@@ -859,7 +1439,7 @@ impl x::ArrayItem for HostPowerPolicy {
 /// `HostPrimaryAgentNotShortNameEvent` (extends `HostDasEvent`).
 ///
 /// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostPrimaryAgentNotShortNameEvent {
     /// The fields `HostPrimaryAgentNotShortNameEvent` inherits from `HostDasEvent`.
     pub host_das_event: HostDasEvent,
@@ -872,6 +1452,18 @@ impl x::SchemaType for HostPrimaryAgentNotShortNameEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostPrimaryAgentNotShortNameEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostPrimaryAgentNotShortNameEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostPrimaryAgentNotShortNameEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostPrimaryAgentNotShortNameEvent {
     type Target = HostDasEvent;
@@ -910,7 +1502,7 @@ impl x::Fields for HostPrimaryAgentNotShortNameEvent {
 /// `HostProfileAppliedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostProfileAppliedEvent {
     /// The fields `HostProfileAppliedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -923,6 +1515,18 @@ impl x::SchemaType for HostProfileAppliedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostProfileAppliedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostProfileAppliedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostProfileAppliedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostProfileAppliedEvent {
     type Target = HostEvent;
@@ -960,7 +1564,7 @@ impl x::Fields for HostProfileAppliedEvent {
 /// `HostProfileCompleteConfigSpec` (extends `HostProfileConfigSpec`).
 ///
 /// The fields of `HostProfileConfigSpec` are in `host_profile_config_spec`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostProfileCompleteConfigSpec {
     /// The fields `HostProfileCompleteConfigSpec` inherits from `HostProfileConfigSpec`.
     pub host_profile_config_spec: HostProfileConfigSpec,
@@ -983,6 +1587,16 @@ impl x::SchemaType for HostProfileCompleteConfigSpec {
     const TYPE_NAME: &'static str = "HostProfileCompleteConfigSpec";
 }
 impl x::Structure for HostProfileCompleteConfigSpec {}
+impl std::fmt::Debug for HostProfileCompleteConfigSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostProfileCompleteConfigSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostProfileCompleteConfigSpec {
     fn clone(&self) -> Self {
         Self {
@@ -1051,7 +1665,7 @@ impl x::Fields for HostProfileCompleteConfigSpec {
 /// `HostProfileConfigInfo` (extends `ProfileConfigInfo`).
 ///
 /// The fields of `ProfileConfigInfo` are in `profile_config_info`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostProfileConfigInfo {
     /// The fields `HostProfileConfigInfo` inherits from `ProfileConfigInfo`.
     pub profile_config_info: ProfileConfigInfo,
@@ -1072,6 +1686,16 @@ impl x::SchemaType for HostProfileConfigInfo {
     const TYPE_NAME: &'static str = "HostProfileConfigInfo";
 }
 impl x::Structure for HostProfileConfigInfo {}
+impl std::fmt::Debug for HostProfileConfigInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostProfileConfigInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostProfileConfigInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1131,7 +1755,7 @@ impl x::Fields for HostProfileConfigInfo {
 /// Fields of this type hold [`AnyHostProfileConfigSpec`], which also carries its subtypes.
 ///
 /// The fields of `ProfileCreateSpec` are in `profile_create_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostProfileConfigSpec {
     /// The fields `HostProfileConfigSpec` inherits from `ProfileCreateSpec`.
     pub profile_create_spec: ProfileCreateSpec,
@@ -1140,6 +1764,16 @@ impl x::SchemaType for HostProfileConfigSpec {
     const TYPE_NAME: &'static str = "HostProfileConfigSpec";
 }
 impl x::Structure for HostProfileConfigSpec {}
+impl std::fmt::Debug for HostProfileConfigSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostProfileConfigSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostProfileConfigSpec {
     type Target = ProfileCreateSpec;
     #[inline]
@@ -1169,7 +1803,7 @@ impl x::Fields for HostProfileConfigSpec {
 /// `HostProfileHostBasedConfigSpec` (extends `HostProfileConfigSpec`).
 ///
 /// The fields of `HostProfileConfigSpec` are in `host_profile_config_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostProfileHostBasedConfigSpec {
     /// The fields `HostProfileHostBasedConfigSpec` inherits from `HostProfileConfigSpec`.
     pub host_profile_config_spec: HostProfileConfigSpec,
@@ -1182,6 +1816,16 @@ impl x::SchemaType for HostProfileHostBasedConfigSpec {
     const TYPE_NAME: &'static str = "HostProfileHostBasedConfigSpec";
 }
 impl x::Structure for HostProfileHostBasedConfigSpec {}
+impl std::fmt::Debug for HostProfileHostBasedConfigSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostProfileHostBasedConfigSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostProfileHostBasedConfigSpec {
     type Target = HostProfileConfigSpec;
     #[inline]
@@ -1222,7 +1866,7 @@ impl x::Fields for HostProfileHostBasedConfigSpec {
     }
 }
 /// `HostProfileManagerCompositionResult` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostProfileManagerCompositionResult {
     /// `errors`.
     pub errors: Vec<LocalizableMessage>,
@@ -1233,6 +1877,16 @@ impl x::SchemaType for HostProfileManagerCompositionResult {
     const TYPE_NAME: &'static str = "HostProfileManagerCompositionResult";
 }
 impl x::Structure for HostProfileManagerCompositionResult {}
+impl std::fmt::Debug for HostProfileManagerCompositionResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostProfileManagerCompositionResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostProfileManagerCompositionResult {
     fn clone(&self) -> Self {
         Self {
@@ -1261,7 +1915,7 @@ impl x::Fields for HostProfileManagerCompositionResult {
     }
 }
 /// `HostProfileManagerCompositionResultResultElement` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostProfileManagerCompositionResultResultElement {
     /// `target`.
     pub target: x::ManagedObjectReference,
@@ -1274,6 +1928,16 @@ impl x::SchemaType for HostProfileManagerCompositionResultResultElement {
     const TYPE_NAME: &'static str = "HostProfileManagerCompositionResultResultElement";
 }
 impl x::Structure for HostProfileManagerCompositionResultResultElement {}
+impl std::fmt::Debug for HostProfileManagerCompositionResultResultElement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostProfileManagerCompositionResultResultElement {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostProfileManagerCompositionResultResultElement {
     fn clone(&self) -> Self {
         Self {
@@ -1309,7 +1973,7 @@ impl x::ArrayItem for HostProfileManagerCompositionResultResultElement {
     const ITEM_TAG: &'static str = "HostProfileManagerCompositionResultResultElement";
 }
 /// `HostProfileManagerCompositionValidationResult` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostProfileManagerCompositionValidationResult {
     /// `results`.
     pub results: Vec<HostProfileManagerCompositionValidationResultResultElement>,
@@ -1320,6 +1984,16 @@ impl x::SchemaType for HostProfileManagerCompositionValidationResult {
     const TYPE_NAME: &'static str = "HostProfileManagerCompositionValidationResult";
 }
 impl x::Structure for HostProfileManagerCompositionValidationResult {}
+impl std::fmt::Debug for HostProfileManagerCompositionValidationResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostProfileManagerCompositionValidationResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostProfileManagerCompositionValidationResult {
     fn clone(&self) -> Self {
         Self {
@@ -1348,7 +2022,7 @@ impl x::Fields for HostProfileManagerCompositionValidationResult {
     }
 }
 /// `HostProfileManagerCompositionValidationResultResultElement` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostProfileManagerCompositionValidationResultResultElement {
     /// `target`.
     pub target: x::ManagedObjectReference,
@@ -1375,6 +2049,16 @@ impl x::SchemaType for HostProfileManagerCompositionValidationResultResultElemen
     const TYPE_NAME: &'static str = "HostProfileManagerCompositionValidationResultResultElement";
 }
 impl x::Structure for HostProfileManagerCompositionValidationResultResultElement {}
+impl std::fmt::Debug for HostProfileManagerCompositionValidationResultResultElement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostProfileManagerCompositionValidationResultResultElement {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostProfileManagerCompositionValidationResultResultElement {
     fn clone(&self) -> Self {
         Self {
@@ -1435,7 +2119,7 @@ impl x::ArrayItem for HostProfileManagerCompositionValidationResultResultElement
     const ITEM_TAG: &'static str = "HostProfileManagerCompositionValidationResultResultElement";
 }
 /// `HostProfileManagerConfigTaskList` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostProfileManagerConfigTaskList {
     /// `configSpec`.
     pub config_spec: Option<HostConfigSpec>,
@@ -1448,6 +2132,16 @@ impl x::SchemaType for HostProfileManagerConfigTaskList {
     const TYPE_NAME: &'static str = "HostProfileManagerConfigTaskList";
 }
 impl x::Structure for HostProfileManagerConfigTaskList {}
+impl std::fmt::Debug for HostProfileManagerConfigTaskList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostProfileManagerConfigTaskList {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostProfileManagerConfigTaskList {
     fn clone(&self) -> Self {
         Self {
@@ -1479,7 +2173,7 @@ impl x::Fields for HostProfileManagerConfigTaskList {
     }
 }
 /// `HostProfileManagerHostToConfigSpecMap` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostProfileManagerHostToConfigSpecMap {
     /// `host`.
     pub host: x::ManagedObjectReference,
@@ -1490,6 +2184,16 @@ impl x::SchemaType for HostProfileManagerHostToConfigSpecMap {
     const TYPE_NAME: &'static str = "HostProfileManagerHostToConfigSpecMap";
 }
 impl x::Structure for HostProfileManagerHostToConfigSpecMap {}
+impl std::fmt::Debug for HostProfileManagerHostToConfigSpecMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostProfileManagerHostToConfigSpecMap {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostProfileManagerHostToConfigSpecMap {
     fn decode_field(
         &mut self,
@@ -1512,7 +2216,7 @@ impl x::Fields for HostProfileManagerHostToConfigSpecMap {
 /// `HostProfileSerializedHostProfileSpec` (extends `ProfileSerializedCreateSpec`).
 ///
 /// The fields of `ProfileSerializedCreateSpec` are in `profile_serialized_create_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostProfileSerializedHostProfileSpec {
     /// The fields `HostProfileSerializedHostProfileSpec` inherits from `ProfileSerializedCreateSpec`.
     pub profile_serialized_create_spec: ProfileSerializedCreateSpec,
@@ -1525,6 +2229,16 @@ impl x::SchemaType for HostProfileSerializedHostProfileSpec {
     const TYPE_NAME: &'static str = "HostProfileSerializedHostProfileSpec";
 }
 impl x::Structure for HostProfileSerializedHostProfileSpec {}
+impl std::fmt::Debug for HostProfileSerializedHostProfileSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostProfileSerializedHostProfileSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostProfileSerializedHostProfileSpec {
     type Target = ProfileSerializedCreateSpec;
     #[inline]
@@ -1565,7 +2279,7 @@ impl x::Fields for HostProfileSerializedHostProfileSpec {
     }
 }
 /// `HostProfileValidationFailureInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostProfileValidationFailureInfo {
     /// `name`.
     pub name: String,
@@ -1586,6 +2300,16 @@ impl x::SchemaType for HostProfileValidationFailureInfo {
     const TYPE_NAME: &'static str = "HostProfileValidationFailureInfo";
 }
 impl x::Structure for HostProfileValidationFailureInfo {}
+impl std::fmt::Debug for HostProfileValidationFailureInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostProfileValidationFailureInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostProfileValidationFailureInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1631,12 +2355,22 @@ impl x::Fields for HostProfileValidationFailureInfo {
 /// `HostProfilesEntityCustomizations` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyHostProfilesEntityCustomizations`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostProfilesEntityCustomizations {}
 impl x::SchemaType for HostProfilesEntityCustomizations {
     const TYPE_NAME: &'static str = "HostProfilesEntityCustomizations";
 }
 impl x::Structure for HostProfilesEntityCustomizations {}
+impl std::fmt::Debug for HostProfilesEntityCustomizations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostProfilesEntityCustomizations {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostProfilesEntityCustomizations {
     fn decode_field(
         &mut self,
@@ -1648,7 +2382,7 @@ impl x::Fields for HostProfilesEntityCustomizations {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `HostProtocolEndpoint` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostProtocolEndpoint {
     /// `peType`.
     pub pe_type: String,
@@ -1683,6 +2417,16 @@ impl x::SchemaType for HostProtocolEndpoint {
     const TYPE_NAME: &'static str = "HostProtocolEndpoint";
 }
 impl x::Structure for HostProtocolEndpoint {}
+impl std::fmt::Debug for HostProtocolEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostProtocolEndpoint {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostProtocolEndpoint {
     fn clone(&self) -> Self {
         Self {
@@ -1758,7 +2502,7 @@ impl x::ArrayItem for HostProtocolEndpoint {
     const ITEM_TAG: &'static str = "HostProtocolEndpoint";
 }
 /// `HostProxySwitch` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostProxySwitch {
     /// `dvsUuid`.
     pub dvs_uuid: String,
@@ -1829,6 +2573,16 @@ impl x::SchemaType for HostProxySwitch {
     const TYPE_NAME: &'static str = "HostProxySwitch";
 }
 impl x::Structure for HostProxySwitch {}
+impl std::fmt::Debug for HostProxySwitch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostProxySwitch {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostProxySwitch {
     fn clone(&self) -> Self {
         Self {
@@ -1978,7 +2732,7 @@ impl x::ArrayItem for HostProxySwitch {
     const ITEM_TAG: &'static str = "HostProxySwitch";
 }
 /// `HostProxySwitchConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostProxySwitchConfig {
     /// `changeOperation`.
     pub change_operation: Option<String>,
@@ -1991,6 +2745,16 @@ impl x::SchemaType for HostProxySwitchConfig {
     const TYPE_NAME: &'static str = "HostProxySwitchConfig";
 }
 impl x::Structure for HostProxySwitchConfig {}
+impl std::fmt::Debug for HostProxySwitchConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostProxySwitchConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostProxySwitchConfig {
     fn decode_field(
         &mut self,
@@ -2019,7 +2783,7 @@ impl x::ArrayItem for HostProxySwitchConfig {
 /// `HostProxySwitchEnsInfo` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostProxySwitchEnsInfo {
     /// `opsVersion`.
     ///
@@ -2046,6 +2810,16 @@ impl x::SchemaType for HostProxySwitchEnsInfo {
     const TYPE_NAME: &'static str = "HostProxySwitchEnsInfo";
 }
 impl x::Structure for HostProxySwitchEnsInfo {}
+impl std::fmt::Debug for HostProxySwitchEnsInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostProxySwitchEnsInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostProxySwitchEnsInfo {
     fn decode_field(
         &mut self,
@@ -2073,7 +2847,7 @@ impl x::Fields for HostProxySwitchEnsInfo {
     }
 }
 /// `HostProxySwitchHostLagConfig` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostProxySwitchHostLagConfig {
     /// `lagKey`.
     pub lag_key: String,
@@ -2086,6 +2860,16 @@ impl x::SchemaType for HostProxySwitchHostLagConfig {
     const TYPE_NAME: &'static str = "HostProxySwitchHostLagConfig";
 }
 impl x::Structure for HostProxySwitchHostLagConfig {}
+impl std::fmt::Debug for HostProxySwitchHostLagConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostProxySwitchHostLagConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostProxySwitchHostLagConfig {
     fn clone(&self) -> Self {
         Self {
@@ -2121,7 +2905,7 @@ impl x::ArrayItem for HostProxySwitchHostLagConfig {
     const ITEM_TAG: &'static str = "HostProxySwitchHostLagConfig";
 }
 /// `HostProxySwitchSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostProxySwitchSpec {
     /// `backing`.
     pub backing: Option<AnyDistributedVirtualSwitchHostMemberBacking>,
@@ -2130,6 +2914,16 @@ impl x::SchemaType for HostProxySwitchSpec {
     const TYPE_NAME: &'static str = "HostProxySwitchSpec";
 }
 impl x::Structure for HostProxySwitchSpec {}
+impl std::fmt::Debug for HostProxySwitchSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostProxySwitchSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostProxySwitchSpec {
     fn decode_field(
         &mut self,
@@ -2148,7 +2942,7 @@ impl x::Fields for HostProxySwitchSpec {
     }
 }
 /// `HostPtpConfig` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostPtpConfig {
     /// `domain`.
     pub domain: Option<i32>,
@@ -2159,6 +2953,16 @@ impl x::SchemaType for HostPtpConfig {
     const TYPE_NAME: &'static str = "HostPtpConfig";
 }
 impl x::Structure for HostPtpConfig {}
+impl std::fmt::Debug for HostPtpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPtpConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostPtpConfig {
     fn clone(&self) -> Self {
         Self {
@@ -2187,7 +2991,7 @@ impl x::Fields for HostPtpConfig {
     }
 }
 /// `HostPtpConfigPtpPort` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostPtpConfigPtpPort {
     /// `index`.
     pub index: i32,
@@ -2202,6 +3006,16 @@ impl x::SchemaType for HostPtpConfigPtpPort {
     const TYPE_NAME: &'static str = "HostPtpConfigPtpPort";
 }
 impl x::Structure for HostPtpConfigPtpPort {}
+impl std::fmt::Debug for HostPtpConfigPtpPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostPtpConfigPtpPort {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostPtpConfigPtpPort {
     fn decode_field(
         &mut self,
@@ -2230,7 +3044,7 @@ impl x::ArrayItem for HostPtpConfigPtpPort {
     const ITEM_TAG: &'static str = "HostPtpConfigPtpPort";
 }
 /// `HostQualifiedName` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostQualifiedName {
     /// `value`.
     pub value: String,
@@ -2241,6 +3055,16 @@ impl x::SchemaType for HostQualifiedName {
     const TYPE_NAME: &'static str = "HostQualifiedName";
 }
 impl x::Structure for HostQualifiedName {}
+impl std::fmt::Debug for HostQualifiedName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostQualifiedName {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostQualifiedName {
     fn decode_field(
         &mut self,
@@ -2265,7 +3089,7 @@ impl x::ArrayItem for HostQualifiedName {
     const ITEM_TAG: &'static str = "HostQualifiedName";
 }
 /// `HostRdmaDevice` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostRdmaDevice {
     /// `key`.
     pub key: String,
@@ -2286,6 +3110,16 @@ impl x::SchemaType for HostRdmaDevice {
     const TYPE_NAME: &'static str = "HostRdmaDevice";
 }
 impl x::Structure for HostRdmaDevice {}
+impl std::fmt::Debug for HostRdmaDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostRdmaDevice {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostRdmaDevice {
     fn decode_field(
         &mut self,
@@ -2322,12 +3156,22 @@ impl x::ArrayItem for HostRdmaDevice {
 /// `HostRdmaDeviceBacking` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyHostRdmaDeviceBacking`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostRdmaDeviceBacking {}
 impl x::SchemaType for HostRdmaDeviceBacking {
     const TYPE_NAME: &'static str = "HostRdmaDeviceBacking";
 }
 impl x::Structure for HostRdmaDeviceBacking {}
+impl std::fmt::Debug for HostRdmaDeviceBacking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostRdmaDeviceBacking {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostRdmaDeviceBacking {
     fn decode_field(
         &mut self,
@@ -2339,7 +3183,7 @@ impl x::Fields for HostRdmaDeviceBacking {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `HostRdmaDeviceCapability` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostRdmaDeviceCapability {
     /// `roceV1Capable`.
     pub roce_v1_capable: bool,
@@ -2352,6 +3196,16 @@ impl x::SchemaType for HostRdmaDeviceCapability {
     const TYPE_NAME: &'static str = "HostRdmaDeviceCapability";
 }
 impl x::Structure for HostRdmaDeviceCapability {}
+impl std::fmt::Debug for HostRdmaDeviceCapability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostRdmaDeviceCapability {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostRdmaDeviceCapability {
     fn decode_field(
         &mut self,
@@ -2374,7 +3228,7 @@ impl x::Fields for HostRdmaDeviceCapability {
     }
 }
 /// `HostRdmaDeviceConnectionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostRdmaDeviceConnectionInfo {
     /// `state`.
     pub state: String,
@@ -2387,6 +3241,16 @@ impl x::SchemaType for HostRdmaDeviceConnectionInfo {
     const TYPE_NAME: &'static str = "HostRdmaDeviceConnectionInfo";
 }
 impl x::Structure for HostRdmaDeviceConnectionInfo {}
+impl std::fmt::Debug for HostRdmaDeviceConnectionInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostRdmaDeviceConnectionInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostRdmaDeviceConnectionInfo {
     fn decode_field(
         &mut self,
@@ -2409,7 +3273,7 @@ impl x::Fields for HostRdmaDeviceConnectionInfo {
     }
 }
 /// `HostRdmaDevicePnicBacking` (extends `HostRdmaDeviceBacking`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostRdmaDevicePnicBacking {
     /// `pairedUplink`.
     pub paired_uplink: String,
@@ -2418,6 +3282,16 @@ impl x::SchemaType for HostRdmaDevicePnicBacking {
     const TYPE_NAME: &'static str = "HostRdmaDevicePnicBacking";
 }
 impl x::Structure for HostRdmaDevicePnicBacking {}
+impl std::fmt::Debug for HostRdmaDevicePnicBacking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostRdmaDevicePnicBacking {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostRdmaDevicePnicBacking {
     fn decode_field(
         &mut self,
@@ -2438,7 +3312,7 @@ impl x::Fields for HostRdmaDevicePnicBacking {
 /// `HostRdmaHba` (extends `HostHostBusAdapter`).
 ///
 /// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostRdmaHba {
     /// The fields `HostRdmaHba` inherits from `HostHostBusAdapter`.
     pub host_host_bus_adapter: HostHostBusAdapter,
@@ -2449,6 +3323,16 @@ impl x::SchemaType for HostRdmaHba {
     const TYPE_NAME: &'static str = "HostRdmaHba";
 }
 impl x::Structure for HostRdmaHba {}
+impl std::fmt::Debug for HostRdmaHba {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostRdmaHba {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostRdmaHba {
     type Target = HostHostBusAdapter;
     #[inline]
@@ -2481,12 +3365,22 @@ impl x::Fields for HostRdmaHba {
     }
 }
 /// `HostRdmaTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostRdmaTargetTransport {}
 impl x::SchemaType for HostRdmaTargetTransport {
     const TYPE_NAME: &'static str = "HostRdmaTargetTransport";
 }
 impl x::Structure for HostRdmaTargetTransport {}
+impl std::fmt::Debug for HostRdmaTargetTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostRdmaTargetTransport {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostRdmaTargetTransport {
     fn decode_field(
         &mut self,
@@ -2496,760 +3390,4 @@ impl x::Fields for HostRdmaTargetTransport {
         Ok(false)
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-#[cfg(feature = "all-events")]
-/// `HostReconnectionFailedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostReconnectionFailedEvent {
-    /// The fields `HostReconnectionFailedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostReconnectionFailedEvent {
-    const TYPE_NAME: &'static str = "HostReconnectionFailedEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostReconnectionFailedEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostReconnectionFailedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostReconnectionFailedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostReconnectionFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-/// `HostReliableMemoryInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostReliableMemoryInfo {
-    /// `memorySize`.
-    pub memory_size: i64,
-}
-impl x::SchemaType for HostReliableMemoryInfo {
-    const TYPE_NAME: &'static str = "HostReliableMemoryInfo";
-}
-impl x::Structure for HostReliableMemoryInfo {}
-impl x::Fields for HostReliableMemoryInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "memorySize" => r.read(&mut self.memory_size),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("memorySize", &self.memory_size);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostRemovedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRemovedEvent {
-    /// The fields `HostRemovedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostRemovedEvent {
-    const TYPE_NAME: &'static str = "HostRemovedEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostRemovedEvent {}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostRemovedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostRemovedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostRemovedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-/// `HostResignatureRescanResult` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostResignatureRescanResult {
-    /// `rescan`.
-    pub rescan: Vec<HostVmfsRescanResult>,
-    /// `result`.
-    pub result: x::ManagedObjectReference,
-}
-impl x::SchemaType for HostResignatureRescanResult {
-    const TYPE_NAME: &'static str = "HostResignatureRescanResult";
-}
-impl x::Structure for HostResignatureRescanResult {}
-impl Clone for HostResignatureRescanResult {
-    fn clone(&self) -> Self {
-        Self {
-            rescan: x::clone_vec(&self.rescan),
-            result: self.result.clone(),
-        }
-    }
-}
-impl x::Fields for HostResignatureRescanResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "rescan" => r.read_push(&mut self.rescan),
-            "result" => r.read(&mut self.result),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("rescan", &self.rescan);
-        w.write("result", &self.result);
-    }
-}
-/// `HostRuntimeInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostRuntimeInfo {
-    /// `connectionState`.
-    pub connection_state: HostSystemConnectionState,
-    /// `powerState`.
-    pub power_state: HostSystemPowerState,
-    /// `standbyMode`.
-    pub standby_mode: Option<String>,
-    /// `inMaintenanceMode`.
-    pub in_maintenance_mode: bool,
-    /// `inQuarantineMode`.
-    pub in_quarantine_mode: Option<bool>,
-    /// `bootTime`.
-    pub boot_time: Option<x::DateTime>,
-    /// `healthSystemRuntime`.
-    pub health_system_runtime: Option<HealthSystemRuntime>,
-    /// `dasHostState`.
-    pub das_host_state: Option<ClusterDasFdmHostState>,
-    /// `tpmPcrValues`.
-    pub tpm_pcr_values: Vec<HostTpmDigestInfo>,
-    /// `vsanRuntimeInfo`.
-    pub vsan_runtime_info: Option<VsanHostRuntimeInfo>,
-    /// `networkRuntimeInfo`.
-    pub network_runtime_info: Option<HostRuntimeInfoNetworkRuntimeInfo>,
-    /// `vFlashResourceRuntimeInfo`.
-    pub vflash_resource_runtime_info: Option<HostVFlashManagerVFlashResourceRunTimeInfo>,
-    /// `hostMaxVirtualDiskCapacity`.
-    pub host_max_virtual_disk_capacity: Option<i64>,
-    /// `cryptoState`.
-    pub crypto_state: Option<String>,
-    /// `cryptoKeyId`.
-    pub crypto_key_id: Option<CryptoKeyId>,
-    /// `statelessNvdsMigrationReady`.
-    pub stateless_nvds_migration_ready: Option<String>,
-    /// `partialMaintenanceMode`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub partial_maintenance_mode: Vec<HostPartialMaintenanceModeRuntimeInfo>,
-    /// `stateEncryption`.
-    pub state_encryption: Option<HostRuntimeInfoStateEncryptionInfo>,
-    /// `podVMInfo`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub pod_vm_info: Option<PodVMInfo>,
-}
-impl x::SchemaType for HostRuntimeInfo {
-    const TYPE_NAME: &'static str = "HostRuntimeInfo";
-}
-impl x::Structure for HostRuntimeInfo {}
-impl Clone for HostRuntimeInfo {
-    fn clone(&self) -> Self {
-        Self {
-            connection_state: self.connection_state.clone(),
-            power_state: self.power_state.clone(),
-            standby_mode: self.standby_mode.clone(),
-            in_maintenance_mode: self.in_maintenance_mode,
-            in_quarantine_mode: self.in_quarantine_mode,
-            boot_time: self.boot_time.clone(),
-            health_system_runtime: self.health_system_runtime.clone(),
-            das_host_state: self.das_host_state.clone(),
-            tpm_pcr_values: x::clone_vec(&self.tpm_pcr_values),
-            vsan_runtime_info: self.vsan_runtime_info.clone(),
-            network_runtime_info: self.network_runtime_info.clone(),
-            vflash_resource_runtime_info: self.vflash_resource_runtime_info.clone(),
-            host_max_virtual_disk_capacity: self.host_max_virtual_disk_capacity,
-            crypto_state: self.crypto_state.clone(),
-            crypto_key_id: self.crypto_key_id.clone(),
-            stateless_nvds_migration_ready: self.stateless_nvds_migration_ready.clone(),
-            partial_maintenance_mode: x::clone_vec(&self.partial_maintenance_mode),
-            state_encryption: self.state_encryption.clone(),
-            pod_vm_info: self.pod_vm_info.clone(),
-        }
-    }
-}
-impl x::Fields for HostRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "connectionState" => r.read(&mut self.connection_state),
-            "powerState" => r.read(&mut self.power_state),
-            "standbyMode" => r.read_opt(&mut self.standby_mode),
-            "inMaintenanceMode" => r.read(&mut self.in_maintenance_mode),
-            "inQuarantineMode" => r.read_opt(&mut self.in_quarantine_mode),
-            "bootTime" => r.read_opt(&mut self.boot_time),
-            "healthSystemRuntime" => r.read_opt(&mut self.health_system_runtime),
-            "dasHostState" => r.read_opt(&mut self.das_host_state),
-            "tpmPcrValues" => r.read_push(&mut self.tpm_pcr_values),
-            "vsanRuntimeInfo" => r.read_opt(&mut self.vsan_runtime_info),
-            "networkRuntimeInfo" => r.read_opt(&mut self.network_runtime_info),
-            "vFlashResourceRuntimeInfo" => {
-                r.read_opt(&mut self.vflash_resource_runtime_info)
-            }
-            "hostMaxVirtualDiskCapacity" => {
-                r.read_opt(&mut self.host_max_virtual_disk_capacity)
-            }
-            "cryptoState" => r.read_opt(&mut self.crypto_state),
-            "cryptoKeyId" => r.read_opt(&mut self.crypto_key_id),
-            "statelessNvdsMigrationReady" => {
-                r.read_opt(&mut self.stateless_nvds_migration_ready)
-            }
-            "partialMaintenanceMode" => r.read_push(&mut self.partial_maintenance_mode),
-            "stateEncryption" => r.read_opt(&mut self.state_encryption),
-            "podVMInfo" => r.read_opt(&mut self.pod_vm_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("connectionState", &self.connection_state);
-        w.write("powerState", &self.power_state);
-        w.write_opt("standbyMode", &self.standby_mode);
-        w.write("inMaintenanceMode", &self.in_maintenance_mode);
-        w.write_opt("inQuarantineMode", &self.in_quarantine_mode);
-        w.write_opt("bootTime", &self.boot_time);
-        w.write_opt("healthSystemRuntime", &self.health_system_runtime);
-        w.write_opt("dasHostState", &self.das_host_state);
-        w.write_vec("tpmPcrValues", &self.tpm_pcr_values);
-        w.write_opt("vsanRuntimeInfo", &self.vsan_runtime_info);
-        w.write_opt("networkRuntimeInfo", &self.network_runtime_info);
-        w.write_opt("vFlashResourceRuntimeInfo", &self.vflash_resource_runtime_info);
-        w.write_opt("hostMaxVirtualDiskCapacity", &self.host_max_virtual_disk_capacity);
-        w.write_opt("cryptoState", &self.crypto_state);
-        w.write_opt("cryptoKeyId", &self.crypto_key_id);
-        w.write_opt("statelessNvdsMigrationReady", &self.stateless_nvds_migration_ready);
-        if w
-            .since(
-                0x0800_0300,
-                "HostRuntimeInfo.partialMaintenanceMode",
-                !self.partial_maintenance_mode.is_empty(),
-            )
-        {
-            w.write_vec("partialMaintenanceMode", &self.partial_maintenance_mode);
-        }
-        w.write_opt("stateEncryption", &self.state_encryption);
-        if w.since(0x0901_0000, "HostRuntimeInfo.podVMInfo", self.pod_vm_info.is_some())
-        {
-            w.write_opt("podVMInfo", &self.pod_vm_info);
-        }
-    }
-}
-/// `HostRuntimeInfoNetStackInstanceRuntimeInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostRuntimeInfoNetStackInstanceRuntimeInfo {
-    /// `netStackInstanceKey`.
-    pub net_stack_instance_key: String,
-    /// `state`.
-    pub state: Option<String>,
-    /// `vmknicKeys`.
-    pub vmknic_keys: Vec<String>,
-    /// `maxNumberOfConnections`.
-    pub max_number_of_connections: Option<i32>,
-    /// `currentIpV6Enabled`.
-    pub current_ip_v6_enabled: Option<bool>,
-}
-impl x::SchemaType for HostRuntimeInfoNetStackInstanceRuntimeInfo {
-    const TYPE_NAME: &'static str = "HostRuntimeInfoNetStackInstanceRuntimeInfo";
-}
-impl x::Structure for HostRuntimeInfoNetStackInstanceRuntimeInfo {}
-impl Clone for HostRuntimeInfoNetStackInstanceRuntimeInfo {
-    fn clone(&self) -> Self {
-        Self {
-            net_stack_instance_key: self.net_stack_instance_key.clone(),
-            state: self.state.clone(),
-            vmknic_keys: x::clone_vec(&self.vmknic_keys),
-            max_number_of_connections: self.max_number_of_connections,
-            current_ip_v6_enabled: self.current_ip_v6_enabled,
-        }
-    }
-}
-impl x::Fields for HostRuntimeInfoNetStackInstanceRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "netStackInstanceKey" => r.read(&mut self.net_stack_instance_key),
-            "state" => r.read_opt(&mut self.state),
-            "vmknicKeys" => r.read_push(&mut self.vmknic_keys),
-            "maxNumberOfConnections" => r.read_opt(&mut self.max_number_of_connections),
-            "currentIpV6Enabled" => r.read_opt(&mut self.current_ip_v6_enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("netStackInstanceKey", &self.net_stack_instance_key);
-        w.write_opt("state", &self.state);
-        w.write_vec("vmknicKeys", &self.vmknic_keys);
-        w.write_opt("maxNumberOfConnections", &self.max_number_of_connections);
-        w.write_opt("currentIpV6Enabled", &self.current_ip_v6_enabled);
-    }
-}
-impl x::ArrayItem for HostRuntimeInfoNetStackInstanceRuntimeInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo";
-    const ITEM_TAG: &'static str = "HostRuntimeInfoNetStackInstanceRuntimeInfo";
-}
-/// `HostRuntimeInfoNetworkRuntimeInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostRuntimeInfoNetworkRuntimeInfo {
-    /// `netStackInstanceRuntimeInfo`.
-    pub net_stack_instance_runtime_info: Vec<HostRuntimeInfoNetStackInstanceRuntimeInfo>,
-    /// `networkResourceRuntime`.
-    pub network_resource_runtime: Option<HostNetworkResourceRuntime>,
-}
-impl x::SchemaType for HostRuntimeInfoNetworkRuntimeInfo {
-    const TYPE_NAME: &'static str = "HostRuntimeInfoNetworkRuntimeInfo";
-}
-impl x::Structure for HostRuntimeInfoNetworkRuntimeInfo {}
-impl Clone for HostRuntimeInfoNetworkRuntimeInfo {
-    fn clone(&self) -> Self {
-        Self {
-            net_stack_instance_runtime_info: x::clone_vec(
-                &self.net_stack_instance_runtime_info,
-            ),
-            network_resource_runtime: self.network_resource_runtime.clone(),
-        }
-    }
-}
-impl x::Fields for HostRuntimeInfoNetworkRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "netStackInstanceRuntimeInfo" => {
-                r.read_push(&mut self.net_stack_instance_runtime_info)
-            }
-            "networkResourceRuntime" => r.read_opt(&mut self.network_resource_runtime),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec(
-            "netStackInstanceRuntimeInfo",
-            &self.net_stack_instance_runtime_info,
-        );
-        w.write_opt("networkResourceRuntime", &self.network_resource_runtime);
-    }
-}
-/// `HostRuntimeInfoStateEncryptionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRuntimeInfoStateEncryptionInfo {
-    /// `protectionMode`.
-    pub protection_mode: String,
-    /// `requireSecureBoot`.
-    pub require_secure_boot: Option<bool>,
-    /// `requireExecInstalledOnly`.
-    pub require_exec_installed_only: Option<bool>,
-}
-impl x::SchemaType for HostRuntimeInfoStateEncryptionInfo {
-    const TYPE_NAME: &'static str = "HostRuntimeInfoStateEncryptionInfo";
-}
-impl x::Structure for HostRuntimeInfoStateEncryptionInfo {}
-impl x::Fields for HostRuntimeInfoStateEncryptionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "protectionMode" => r.read(&mut self.protection_mode),
-            "requireSecureBoot" => r.read_opt(&mut self.require_secure_boot),
-            "requireExecInstalledOnly" => {
-                r.read_opt(&mut self.require_exec_installed_only)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("protectionMode", &self.protection_mode);
-        w.write_opt("requireSecureBoot", &self.require_secure_boot);
-        w.write_opt("requireExecInstalledOnly", &self.require_exec_installed_only);
-    }
-}
-/// `HostScsiDisk` (extends `ScsiLun`).
-///
-/// The fields of `ScsiLun` are in `scsi_lun`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct HostScsiDisk {
-    /// The fields `HostScsiDisk` inherits from `ScsiLun`.
-    pub scsi_lun: ScsiLun,
-    /// `capacity`.
-    pub capacity: HostDiskDimensionsLba,
-    /// `devicePath`.
-    pub device_path: String,
-    /// `ssd`.
-    pub ssd: Option<bool>,
-    /// `localDisk`.
-    pub local_disk: Option<bool>,
-    /// `physicalLocation`.
-    pub physical_location: Vec<String>,
-    /// `emulatedDIXDIFEnabled`.
-    pub emulated_dixdif_enabled: Option<bool>,
-    /// `vsanDiskInfo`.
-    pub vsan_disk_info: Option<VsanHostVsanDiskInfo>,
-    /// `scsiDiskType`.
-    pub scsi_disk_type: Option<String>,
-    /// `usedByMemoryTiering`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub used_by_memory_tiering: Option<bool>,
-}
-impl x::SchemaType for HostScsiDisk {
-    const TYPE_NAME: &'static str = "HostScsiDisk";
-}
-impl x::Structure for HostScsiDisk {}
-impl Clone for HostScsiDisk {
-    fn clone(&self) -> Self {
-        Self {
-            scsi_lun: self.scsi_lun.clone(),
-            capacity: self.capacity.clone(),
-            device_path: self.device_path.clone(),
-            ssd: self.ssd,
-            local_disk: self.local_disk,
-            physical_location: x::clone_vec(&self.physical_location),
-            emulated_dixdif_enabled: self.emulated_dixdif_enabled,
-            vsan_disk_info: self.vsan_disk_info.clone(),
-            scsi_disk_type: self.scsi_disk_type.clone(),
-            used_by_memory_tiering: self.used_by_memory_tiering,
-        }
-    }
-}
-impl std::ops::Deref for HostScsiDisk {
-    type Target = ScsiLun;
-    #[inline]
-    fn deref(&self) -> &ScsiLun {
-        &self.scsi_lun
-    }
-}
-impl std::ops::DerefMut for HostScsiDisk {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ScsiLun {
-        &mut self.scsi_lun
-    }
-}
-impl x::Fields for HostScsiDisk {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "capacity" => r.read(&mut self.capacity),
-            "devicePath" => r.read(&mut self.device_path),
-            "ssd" => r.read_opt(&mut self.ssd),
-            "localDisk" => r.read_opt(&mut self.local_disk),
-            "physicalLocation" => r.read_push(&mut self.physical_location),
-            "emulatedDIXDIFEnabled" => r.read_opt(&mut self.emulated_dixdif_enabled),
-            "vsanDiskInfo" => r.read_opt(&mut self.vsan_disk_info),
-            "scsiDiskType" => r.read_opt(&mut self.scsi_disk_type),
-            "usedByMemoryTiering" => r.read_opt(&mut self.used_by_memory_tiering),
-            _ => return x::Fields::decode_field(&mut self.scsi_lun, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.scsi_lun, w);
-        w.write("capacity", &self.capacity);
-        w.write("devicePath", &self.device_path);
-        w.write_opt("ssd", &self.ssd);
-        w.write_opt("localDisk", &self.local_disk);
-        w.write_vec("physicalLocation", &self.physical_location);
-        w.write_opt("emulatedDIXDIFEnabled", &self.emulated_dixdif_enabled);
-        w.write_opt("vsanDiskInfo", &self.vsan_disk_info);
-        w.write_opt("scsiDiskType", &self.scsi_disk_type);
-        if w
-            .since(
-                0x0800_0300,
-                "HostScsiDisk.usedByMemoryTiering",
-                self.used_by_memory_tiering.is_some(),
-            )
-        {
-            w.write_opt("usedByMemoryTiering", &self.used_by_memory_tiering);
-        }
-    }
-}
-impl x::ArrayItem for HostScsiDisk {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiDisk";
-    const ITEM_TAG: &'static str = "HostScsiDisk";
-}
-/// `HostScsiDiskPartition` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostScsiDiskPartition {
-    /// `diskName`.
-    pub disk_name: String,
-    /// `partition`.
-    pub partition: i32,
-}
-impl x::SchemaType for HostScsiDiskPartition {
-    const TYPE_NAME: &'static str = "HostScsiDiskPartition";
-}
-impl x::Structure for HostScsiDiskPartition {}
-impl x::Fields for HostScsiDiskPartition {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "diskName" => r.read(&mut self.disk_name),
-            "partition" => r.read(&mut self.partition),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("diskName", &self.disk_name);
-        w.write("partition", &self.partition);
-    }
-}
-impl x::ArrayItem for HostScsiDiskPartition {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiDiskPartition";
-    const ITEM_TAG: &'static str = "HostScsiDiskPartition";
-}
-/// `HostScsiTopology` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostScsiTopology {
-    /// `adapter`.
-    pub adapter: Vec<HostScsiTopologyInterface>,
-}
-impl x::SchemaType for HostScsiTopology {
-    const TYPE_NAME: &'static str = "HostScsiTopology";
-}
-impl x::Structure for HostScsiTopology {}
-impl Clone for HostScsiTopology {
-    fn clone(&self) -> Self {
-        Self {
-            adapter: x::clone_vec(&self.adapter),
-        }
-    }
-}
-impl x::Fields for HostScsiTopology {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "adapter" => r.read_push(&mut self.adapter),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("adapter", &self.adapter);
-    }
-}
-/// `HostScsiTopologyInterface` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostScsiTopologyInterface {
-    /// `key`.
-    pub key: String,
-    /// `adapter`.
-    pub adapter: String,
-    /// `target`.
-    pub target: Vec<HostScsiTopologyTarget>,
-}
-impl x::SchemaType for HostScsiTopologyInterface {
-    const TYPE_NAME: &'static str = "HostScsiTopologyInterface";
-}
-impl x::Structure for HostScsiTopologyInterface {}
-impl Clone for HostScsiTopologyInterface {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            adapter: self.adapter.clone(),
-            target: x::clone_vec(&self.target),
-        }
-    }
-}
-impl x::Fields for HostScsiTopologyInterface {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "adapter" => r.read(&mut self.adapter),
-            "target" => r.read_push(&mut self.target),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("adapter", &self.adapter);
-        w.write_vec("target", &self.target);
-    }
-}
-impl x::ArrayItem for HostScsiTopologyInterface {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyInterface";
-    const ITEM_TAG: &'static str = "HostScsiTopologyInterface";
-}
-/// `HostScsiTopologyLun` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostScsiTopologyLun {
-    /// `key`.
-    pub key: String,
-    /// `lun`.
-    pub lun: i32,
-    /// `scsiLun`.
-    pub scsi_lun: String,
-}
-impl x::SchemaType for HostScsiTopologyLun {
-    const TYPE_NAME: &'static str = "HostScsiTopologyLun";
-}
-impl x::Structure for HostScsiTopologyLun {}
-impl x::Fields for HostScsiTopologyLun {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "lun" => r.read(&mut self.lun),
-            "scsiLun" => r.read(&mut self.scsi_lun),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("lun", &self.lun);
-        w.write("scsiLun", &self.scsi_lun);
-    }
-}
-impl x::ArrayItem for HostScsiTopologyLun {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyLun";
-    const ITEM_TAG: &'static str = "HostScsiTopologyLun";
-}
-/// `HostScsiTopologyTarget` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostScsiTopologyTarget {
-    /// `key`.
-    pub key: String,
-    /// `target`.
-    pub target: i32,
-    /// `lun`.
-    pub lun: Vec<HostScsiTopologyLun>,
-    /// `transport`.
-    pub transport: Option<AnyHostTargetTransport>,
-}
-impl x::SchemaType for HostScsiTopologyTarget {
-    const TYPE_NAME: &'static str = "HostScsiTopologyTarget";
-}
-impl x::Structure for HostScsiTopologyTarget {}
-impl Clone for HostScsiTopologyTarget {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            target: self.target,
-            lun: x::clone_vec(&self.lun),
-            transport: self.transport.clone(),
-        }
-    }
-}
-impl x::Fields for HostScsiTopologyTarget {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "target" => r.read(&mut self.target),
-            "lun" => r.read_push(&mut self.lun),
-            "transport" => r.read_opt(&mut self.transport),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("target", &self.target);
-        w.write_vec("lun", &self.lun);
-        w.write_opt("transport", &self.transport);
-    }
-}
-impl x::ArrayItem for HostScsiTopologyTarget {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyTarget";
-    const ITEM_TAG: &'static str = "HostScsiTopologyTarget";
 }

@@ -5,8 +5,908 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-events")]
+/// `HostReconnectionFailedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostReconnectionFailedEvent {
+    /// The fields `HostReconnectionFailedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostReconnectionFailedEvent {
+    const TYPE_NAME: &'static str = "HostReconnectionFailedEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostReconnectionFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostReconnectionFailedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostReconnectionFailedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostReconnectionFailedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostReconnectionFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostReconnectionFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+/// `HostReliableMemoryInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostReliableMemoryInfo {
+    /// `memorySize`.
+    pub memory_size: i64,
+}
+impl x::SchemaType for HostReliableMemoryInfo {
+    const TYPE_NAME: &'static str = "HostReliableMemoryInfo";
+}
+impl x::Structure for HostReliableMemoryInfo {}
+impl std::fmt::Debug for HostReliableMemoryInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostReliableMemoryInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for HostReliableMemoryInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "memorySize" => r.read(&mut self.memory_size),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("memorySize", &self.memory_size);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostRemovedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostRemovedEvent {
+    /// The fields `HostRemovedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostRemovedEvent {
+    const TYPE_NAME: &'static str = "HostRemovedEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostRemovedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostRemovedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostRemovedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostRemovedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostRemovedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostRemovedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+/// `HostResignatureRescanResult` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostResignatureRescanResult {
+    /// `rescan`.
+    pub rescan: Vec<HostVmfsRescanResult>,
+    /// `result`.
+    pub result: x::ManagedObjectReference,
+}
+impl x::SchemaType for HostResignatureRescanResult {
+    const TYPE_NAME: &'static str = "HostResignatureRescanResult";
+}
+impl x::Structure for HostResignatureRescanResult {}
+impl std::fmt::Debug for HostResignatureRescanResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostResignatureRescanResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for HostResignatureRescanResult {
+    fn clone(&self) -> Self {
+        Self {
+            rescan: x::clone_vec(&self.rescan),
+            result: self.result.clone(),
+        }
+    }
+}
+impl x::Fields for HostResignatureRescanResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "rescan" => r.read_push(&mut self.rescan),
+            "result" => r.read(&mut self.result),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("rescan", &self.rescan);
+        w.write("result", &self.result);
+    }
+}
+/// `HostRuntimeInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostRuntimeInfo {
+    /// `connectionState`.
+    pub connection_state: HostSystemConnectionState,
+    /// `powerState`.
+    pub power_state: HostSystemPowerState,
+    /// `standbyMode`.
+    pub standby_mode: Option<String>,
+    /// `inMaintenanceMode`.
+    pub in_maintenance_mode: bool,
+    /// `inQuarantineMode`.
+    pub in_quarantine_mode: Option<bool>,
+    /// `bootTime`.
+    pub boot_time: Option<x::DateTime>,
+    /// `healthSystemRuntime`.
+    pub health_system_runtime: Option<HealthSystemRuntime>,
+    /// `dasHostState`.
+    pub das_host_state: Option<ClusterDasFdmHostState>,
+    /// `tpmPcrValues`.
+    pub tpm_pcr_values: Vec<HostTpmDigestInfo>,
+    /// `vsanRuntimeInfo`.
+    pub vsan_runtime_info: Option<VsanHostRuntimeInfo>,
+    /// `networkRuntimeInfo`.
+    pub network_runtime_info: Option<HostRuntimeInfoNetworkRuntimeInfo>,
+    /// `vFlashResourceRuntimeInfo`.
+    pub vflash_resource_runtime_info: Option<HostVFlashManagerVFlashResourceRunTimeInfo>,
+    /// `hostMaxVirtualDiskCapacity`.
+    pub host_max_virtual_disk_capacity: Option<i64>,
+    /// `cryptoState`.
+    pub crypto_state: Option<String>,
+    /// `cryptoKeyId`.
+    pub crypto_key_id: Option<CryptoKeyId>,
+    /// `statelessNvdsMigrationReady`.
+    pub stateless_nvds_migration_ready: Option<String>,
+    /// `partialMaintenanceMode`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub partial_maintenance_mode: Vec<HostPartialMaintenanceModeRuntimeInfo>,
+    /// `stateEncryption`.
+    pub state_encryption: Option<HostRuntimeInfoStateEncryptionInfo>,
+    /// `podVMInfo`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub pod_vm_info: Option<PodVMInfo>,
+}
+impl x::SchemaType for HostRuntimeInfo {
+    const TYPE_NAME: &'static str = "HostRuntimeInfo";
+}
+impl x::Structure for HostRuntimeInfo {}
+impl std::fmt::Debug for HostRuntimeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostRuntimeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for HostRuntimeInfo {
+    fn clone(&self) -> Self {
+        Self {
+            connection_state: self.connection_state.clone(),
+            power_state: self.power_state.clone(),
+            standby_mode: self.standby_mode.clone(),
+            in_maintenance_mode: self.in_maintenance_mode,
+            in_quarantine_mode: self.in_quarantine_mode,
+            boot_time: self.boot_time.clone(),
+            health_system_runtime: self.health_system_runtime.clone(),
+            das_host_state: self.das_host_state.clone(),
+            tpm_pcr_values: x::clone_vec(&self.tpm_pcr_values),
+            vsan_runtime_info: self.vsan_runtime_info.clone(),
+            network_runtime_info: self.network_runtime_info.clone(),
+            vflash_resource_runtime_info: self.vflash_resource_runtime_info.clone(),
+            host_max_virtual_disk_capacity: self.host_max_virtual_disk_capacity,
+            crypto_state: self.crypto_state.clone(),
+            crypto_key_id: self.crypto_key_id.clone(),
+            stateless_nvds_migration_ready: self.stateless_nvds_migration_ready.clone(),
+            partial_maintenance_mode: x::clone_vec(&self.partial_maintenance_mode),
+            state_encryption: self.state_encryption.clone(),
+            pod_vm_info: self.pod_vm_info.clone(),
+        }
+    }
+}
+impl x::Fields for HostRuntimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "connectionState" => r.read(&mut self.connection_state),
+            "powerState" => r.read(&mut self.power_state),
+            "standbyMode" => r.read_opt(&mut self.standby_mode),
+            "inMaintenanceMode" => r.read(&mut self.in_maintenance_mode),
+            "inQuarantineMode" => r.read_opt(&mut self.in_quarantine_mode),
+            "bootTime" => r.read_opt(&mut self.boot_time),
+            "healthSystemRuntime" => r.read_opt(&mut self.health_system_runtime),
+            "dasHostState" => r.read_opt(&mut self.das_host_state),
+            "tpmPcrValues" => r.read_push(&mut self.tpm_pcr_values),
+            "vsanRuntimeInfo" => r.read_opt(&mut self.vsan_runtime_info),
+            "networkRuntimeInfo" => r.read_opt(&mut self.network_runtime_info),
+            "vFlashResourceRuntimeInfo" => {
+                r.read_opt(&mut self.vflash_resource_runtime_info)
+            }
+            "hostMaxVirtualDiskCapacity" => {
+                r.read_opt(&mut self.host_max_virtual_disk_capacity)
+            }
+            "cryptoState" => r.read_opt(&mut self.crypto_state),
+            "cryptoKeyId" => r.read_opt(&mut self.crypto_key_id),
+            "statelessNvdsMigrationReady" => {
+                r.read_opt(&mut self.stateless_nvds_migration_ready)
+            }
+            "partialMaintenanceMode" => r.read_push(&mut self.partial_maintenance_mode),
+            "stateEncryption" => r.read_opt(&mut self.state_encryption),
+            "podVMInfo" => r.read_opt(&mut self.pod_vm_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("connectionState", &self.connection_state);
+        w.write("powerState", &self.power_state);
+        w.write_opt("standbyMode", &self.standby_mode);
+        w.write("inMaintenanceMode", &self.in_maintenance_mode);
+        w.write_opt("inQuarantineMode", &self.in_quarantine_mode);
+        w.write_opt("bootTime", &self.boot_time);
+        w.write_opt("healthSystemRuntime", &self.health_system_runtime);
+        w.write_opt("dasHostState", &self.das_host_state);
+        w.write_vec("tpmPcrValues", &self.tpm_pcr_values);
+        w.write_opt("vsanRuntimeInfo", &self.vsan_runtime_info);
+        w.write_opt("networkRuntimeInfo", &self.network_runtime_info);
+        w.write_opt("vFlashResourceRuntimeInfo", &self.vflash_resource_runtime_info);
+        w.write_opt("hostMaxVirtualDiskCapacity", &self.host_max_virtual_disk_capacity);
+        w.write_opt("cryptoState", &self.crypto_state);
+        w.write_opt("cryptoKeyId", &self.crypto_key_id);
+        w.write_opt("statelessNvdsMigrationReady", &self.stateless_nvds_migration_ready);
+        if w
+            .since(
+                0x0800_0300,
+                "HostRuntimeInfo.partialMaintenanceMode",
+                !self.partial_maintenance_mode.is_empty(),
+            )
+        {
+            w.write_vec("partialMaintenanceMode", &self.partial_maintenance_mode);
+        }
+        w.write_opt("stateEncryption", &self.state_encryption);
+        if w.since(0x0901_0000, "HostRuntimeInfo.podVMInfo", self.pod_vm_info.is_some())
+        {
+            w.write_opt("podVMInfo", &self.pod_vm_info);
+        }
+    }
+}
+/// `HostRuntimeInfoNetStackInstanceRuntimeInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostRuntimeInfoNetStackInstanceRuntimeInfo {
+    /// `netStackInstanceKey`.
+    pub net_stack_instance_key: String,
+    /// `state`.
+    pub state: Option<String>,
+    /// `vmknicKeys`.
+    pub vmknic_keys: Vec<String>,
+    /// `maxNumberOfConnections`.
+    pub max_number_of_connections: Option<i32>,
+    /// `currentIpV6Enabled`.
+    pub current_ip_v6_enabled: Option<bool>,
+}
+impl x::SchemaType for HostRuntimeInfoNetStackInstanceRuntimeInfo {
+    const TYPE_NAME: &'static str = "HostRuntimeInfoNetStackInstanceRuntimeInfo";
+}
+impl x::Structure for HostRuntimeInfoNetStackInstanceRuntimeInfo {}
+impl std::fmt::Debug for HostRuntimeInfoNetStackInstanceRuntimeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostRuntimeInfoNetStackInstanceRuntimeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for HostRuntimeInfoNetStackInstanceRuntimeInfo {
+    fn clone(&self) -> Self {
+        Self {
+            net_stack_instance_key: self.net_stack_instance_key.clone(),
+            state: self.state.clone(),
+            vmknic_keys: x::clone_vec(&self.vmknic_keys),
+            max_number_of_connections: self.max_number_of_connections,
+            current_ip_v6_enabled: self.current_ip_v6_enabled,
+        }
+    }
+}
+impl x::Fields for HostRuntimeInfoNetStackInstanceRuntimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "netStackInstanceKey" => r.read(&mut self.net_stack_instance_key),
+            "state" => r.read_opt(&mut self.state),
+            "vmknicKeys" => r.read_push(&mut self.vmknic_keys),
+            "maxNumberOfConnections" => r.read_opt(&mut self.max_number_of_connections),
+            "currentIpV6Enabled" => r.read_opt(&mut self.current_ip_v6_enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("netStackInstanceKey", &self.net_stack_instance_key);
+        w.write_opt("state", &self.state);
+        w.write_vec("vmknicKeys", &self.vmknic_keys);
+        w.write_opt("maxNumberOfConnections", &self.max_number_of_connections);
+        w.write_opt("currentIpV6Enabled", &self.current_ip_v6_enabled);
+    }
+}
+impl x::ArrayItem for HostRuntimeInfoNetStackInstanceRuntimeInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo";
+    const ITEM_TAG: &'static str = "HostRuntimeInfoNetStackInstanceRuntimeInfo";
+}
+/// `HostRuntimeInfoNetworkRuntimeInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostRuntimeInfoNetworkRuntimeInfo {
+    /// `netStackInstanceRuntimeInfo`.
+    pub net_stack_instance_runtime_info: Vec<HostRuntimeInfoNetStackInstanceRuntimeInfo>,
+    /// `networkResourceRuntime`.
+    pub network_resource_runtime: Option<HostNetworkResourceRuntime>,
+}
+impl x::SchemaType for HostRuntimeInfoNetworkRuntimeInfo {
+    const TYPE_NAME: &'static str = "HostRuntimeInfoNetworkRuntimeInfo";
+}
+impl x::Structure for HostRuntimeInfoNetworkRuntimeInfo {}
+impl std::fmt::Debug for HostRuntimeInfoNetworkRuntimeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostRuntimeInfoNetworkRuntimeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for HostRuntimeInfoNetworkRuntimeInfo {
+    fn clone(&self) -> Self {
+        Self {
+            net_stack_instance_runtime_info: x::clone_vec(
+                &self.net_stack_instance_runtime_info,
+            ),
+            network_resource_runtime: self.network_resource_runtime.clone(),
+        }
+    }
+}
+impl x::Fields for HostRuntimeInfoNetworkRuntimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "netStackInstanceRuntimeInfo" => {
+                r.read_push(&mut self.net_stack_instance_runtime_info)
+            }
+            "networkResourceRuntime" => r.read_opt(&mut self.network_resource_runtime),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec(
+            "netStackInstanceRuntimeInfo",
+            &self.net_stack_instance_runtime_info,
+        );
+        w.write_opt("networkResourceRuntime", &self.network_resource_runtime);
+    }
+}
+/// `HostRuntimeInfoStateEncryptionInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostRuntimeInfoStateEncryptionInfo {
+    /// `protectionMode`.
+    pub protection_mode: String,
+    /// `requireSecureBoot`.
+    pub require_secure_boot: Option<bool>,
+    /// `requireExecInstalledOnly`.
+    pub require_exec_installed_only: Option<bool>,
+}
+impl x::SchemaType for HostRuntimeInfoStateEncryptionInfo {
+    const TYPE_NAME: &'static str = "HostRuntimeInfoStateEncryptionInfo";
+}
+impl x::Structure for HostRuntimeInfoStateEncryptionInfo {}
+impl std::fmt::Debug for HostRuntimeInfoStateEncryptionInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostRuntimeInfoStateEncryptionInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for HostRuntimeInfoStateEncryptionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "protectionMode" => r.read(&mut self.protection_mode),
+            "requireSecureBoot" => r.read_opt(&mut self.require_secure_boot),
+            "requireExecInstalledOnly" => {
+                r.read_opt(&mut self.require_exec_installed_only)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("protectionMode", &self.protection_mode);
+        w.write_opt("requireSecureBoot", &self.require_secure_boot);
+        w.write_opt("requireExecInstalledOnly", &self.require_exec_installed_only);
+    }
+}
+/// `HostScsiDisk` (extends `ScsiLun`).
+///
+/// The fields of `ScsiLun` are in `scsi_lun`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct HostScsiDisk {
+    /// The fields `HostScsiDisk` inherits from `ScsiLun`.
+    pub scsi_lun: ScsiLun,
+    /// `capacity`.
+    pub capacity: HostDiskDimensionsLba,
+    /// `devicePath`.
+    pub device_path: String,
+    /// `ssd`.
+    pub ssd: Option<bool>,
+    /// `localDisk`.
+    pub local_disk: Option<bool>,
+    /// `physicalLocation`.
+    pub physical_location: Vec<String>,
+    /// `emulatedDIXDIFEnabled`.
+    pub emulated_dixdif_enabled: Option<bool>,
+    /// `vsanDiskInfo`.
+    pub vsan_disk_info: Option<VsanHostVsanDiskInfo>,
+    /// `scsiDiskType`.
+    pub scsi_disk_type: Option<String>,
+    /// `usedByMemoryTiering`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub used_by_memory_tiering: Option<bool>,
+}
+impl x::SchemaType for HostScsiDisk {
+    const TYPE_NAME: &'static str = "HostScsiDisk";
+}
+impl x::Structure for HostScsiDisk {}
+impl std::fmt::Debug for HostScsiDisk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostScsiDisk {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for HostScsiDisk {
+    fn clone(&self) -> Self {
+        Self {
+            scsi_lun: self.scsi_lun.clone(),
+            capacity: self.capacity.clone(),
+            device_path: self.device_path.clone(),
+            ssd: self.ssd,
+            local_disk: self.local_disk,
+            physical_location: x::clone_vec(&self.physical_location),
+            emulated_dixdif_enabled: self.emulated_dixdif_enabled,
+            vsan_disk_info: self.vsan_disk_info.clone(),
+            scsi_disk_type: self.scsi_disk_type.clone(),
+            used_by_memory_tiering: self.used_by_memory_tiering,
+        }
+    }
+}
+impl std::ops::Deref for HostScsiDisk {
+    type Target = ScsiLun;
+    #[inline]
+    fn deref(&self) -> &ScsiLun {
+        &self.scsi_lun
+    }
+}
+impl std::ops::DerefMut for HostScsiDisk {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ScsiLun {
+        &mut self.scsi_lun
+    }
+}
+impl x::Fields for HostScsiDisk {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "capacity" => r.read(&mut self.capacity),
+            "devicePath" => r.read(&mut self.device_path),
+            "ssd" => r.read_opt(&mut self.ssd),
+            "localDisk" => r.read_opt(&mut self.local_disk),
+            "physicalLocation" => r.read_push(&mut self.physical_location),
+            "emulatedDIXDIFEnabled" => r.read_opt(&mut self.emulated_dixdif_enabled),
+            "vsanDiskInfo" => r.read_opt(&mut self.vsan_disk_info),
+            "scsiDiskType" => r.read_opt(&mut self.scsi_disk_type),
+            "usedByMemoryTiering" => r.read_opt(&mut self.used_by_memory_tiering),
+            _ => return x::Fields::decode_field(&mut self.scsi_lun, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.scsi_lun, w);
+        w.write("capacity", &self.capacity);
+        w.write("devicePath", &self.device_path);
+        w.write_opt("ssd", &self.ssd);
+        w.write_opt("localDisk", &self.local_disk);
+        w.write_vec("physicalLocation", &self.physical_location);
+        w.write_opt("emulatedDIXDIFEnabled", &self.emulated_dixdif_enabled);
+        w.write_opt("vsanDiskInfo", &self.vsan_disk_info);
+        w.write_opt("scsiDiskType", &self.scsi_disk_type);
+        if w
+            .since(
+                0x0800_0300,
+                "HostScsiDisk.usedByMemoryTiering",
+                self.used_by_memory_tiering.is_some(),
+            )
+        {
+            w.write_opt("usedByMemoryTiering", &self.used_by_memory_tiering);
+        }
+    }
+}
+impl x::ArrayItem for HostScsiDisk {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiDisk";
+    const ITEM_TAG: &'static str = "HostScsiDisk";
+}
+/// `HostScsiDiskPartition` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostScsiDiskPartition {
+    /// `diskName`.
+    pub disk_name: String,
+    /// `partition`.
+    pub partition: i32,
+}
+impl x::SchemaType for HostScsiDiskPartition {
+    const TYPE_NAME: &'static str = "HostScsiDiskPartition";
+}
+impl x::Structure for HostScsiDiskPartition {}
+impl std::fmt::Debug for HostScsiDiskPartition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostScsiDiskPartition {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for HostScsiDiskPartition {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskName" => r.read(&mut self.disk_name),
+            "partition" => r.read(&mut self.partition),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("diskName", &self.disk_name);
+        w.write("partition", &self.partition);
+    }
+}
+impl x::ArrayItem for HostScsiDiskPartition {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiDiskPartition";
+    const ITEM_TAG: &'static str = "HostScsiDiskPartition";
+}
+/// `HostScsiTopology` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostScsiTopology {
+    /// `adapter`.
+    pub adapter: Vec<HostScsiTopologyInterface>,
+}
+impl x::SchemaType for HostScsiTopology {
+    const TYPE_NAME: &'static str = "HostScsiTopology";
+}
+impl x::Structure for HostScsiTopology {}
+impl std::fmt::Debug for HostScsiTopology {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostScsiTopology {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for HostScsiTopology {
+    fn clone(&self) -> Self {
+        Self {
+            adapter: x::clone_vec(&self.adapter),
+        }
+    }
+}
+impl x::Fields for HostScsiTopology {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "adapter" => r.read_push(&mut self.adapter),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("adapter", &self.adapter);
+    }
+}
+/// `HostScsiTopologyInterface` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostScsiTopologyInterface {
+    /// `key`.
+    pub key: String,
+    /// `adapter`.
+    pub adapter: String,
+    /// `target`.
+    pub target: Vec<HostScsiTopologyTarget>,
+}
+impl x::SchemaType for HostScsiTopologyInterface {
+    const TYPE_NAME: &'static str = "HostScsiTopologyInterface";
+}
+impl x::Structure for HostScsiTopologyInterface {}
+impl std::fmt::Debug for HostScsiTopologyInterface {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostScsiTopologyInterface {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for HostScsiTopologyInterface {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            adapter: self.adapter.clone(),
+            target: x::clone_vec(&self.target),
+        }
+    }
+}
+impl x::Fields for HostScsiTopologyInterface {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "adapter" => r.read(&mut self.adapter),
+            "target" => r.read_push(&mut self.target),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("adapter", &self.adapter);
+        w.write_vec("target", &self.target);
+    }
+}
+impl x::ArrayItem for HostScsiTopologyInterface {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyInterface";
+    const ITEM_TAG: &'static str = "HostScsiTopologyInterface";
+}
+/// `HostScsiTopologyLun` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostScsiTopologyLun {
+    /// `key`.
+    pub key: String,
+    /// `lun`.
+    pub lun: i32,
+    /// `scsiLun`.
+    pub scsi_lun: String,
+}
+impl x::SchemaType for HostScsiTopologyLun {
+    const TYPE_NAME: &'static str = "HostScsiTopologyLun";
+}
+impl x::Structure for HostScsiTopologyLun {}
+impl std::fmt::Debug for HostScsiTopologyLun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostScsiTopologyLun {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for HostScsiTopologyLun {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "lun" => r.read(&mut self.lun),
+            "scsiLun" => r.read(&mut self.scsi_lun),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("lun", &self.lun);
+        w.write("scsiLun", &self.scsi_lun);
+    }
+}
+impl x::ArrayItem for HostScsiTopologyLun {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyLun";
+    const ITEM_TAG: &'static str = "HostScsiTopologyLun";
+}
+/// `HostScsiTopologyTarget` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostScsiTopologyTarget {
+    /// `key`.
+    pub key: String,
+    /// `target`.
+    pub target: i32,
+    /// `lun`.
+    pub lun: Vec<HostScsiTopologyLun>,
+    /// `transport`.
+    pub transport: Option<AnyHostTargetTransport>,
+}
+impl x::SchemaType for HostScsiTopologyTarget {
+    const TYPE_NAME: &'static str = "HostScsiTopologyTarget";
+}
+impl x::Structure for HostScsiTopologyTarget {}
+impl std::fmt::Debug for HostScsiTopologyTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostScsiTopologyTarget {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for HostScsiTopologyTarget {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            target: self.target,
+            lun: x::clone_vec(&self.lun),
+            transport: self.transport.clone(),
+        }
+    }
+}
+impl x::Fields for HostScsiTopologyTarget {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "target" => r.read(&mut self.target),
+            "lun" => r.read_push(&mut self.lun),
+            "transport" => r.read_opt(&mut self.transport),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("target", &self.target);
+        w.write_vec("lun", &self.lun);
+        w.write_opt("transport", &self.transport);
+    }
+}
+impl x::ArrayItem for HostScsiTopologyTarget {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyTarget";
+    const ITEM_TAG: &'static str = "HostScsiTopologyTarget";
+}
 /// `HostSecuritySpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostSecuritySpec {
     /// `adminPassword`.
     pub admin_password: Option<String>,
@@ -19,6 +919,16 @@ impl x::SchemaType for HostSecuritySpec {
     const TYPE_NAME: &'static str = "HostSecuritySpec";
 }
 impl x::Structure for HostSecuritySpec {}
+impl std::fmt::Debug for HostSecuritySpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostSecuritySpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostSecuritySpec {
     fn clone(&self) -> Self {
         Self {
@@ -44,7 +954,7 @@ impl x::Fields for HostSecuritySpec {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("adminPassword", &self.admin_password);
+        w.write_opt_secret("adminPassword", &self.admin_password);
         w.write_vec("removePermission", &self.remove_permission);
         w.write_vec("addPermission", &self.add_permission);
     }
@@ -52,7 +962,7 @@ impl x::Fields for HostSecuritySpec {
 /// `HostSerialAttachedHba` (extends `HostHostBusAdapter`).
 ///
 /// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostSerialAttachedHba {
     /// The fields `HostSerialAttachedHba` inherits from `HostHostBusAdapter`.
     pub host_host_bus_adapter: HostHostBusAdapter,
@@ -63,6 +973,16 @@ impl x::SchemaType for HostSerialAttachedHba {
     const TYPE_NAME: &'static str = "HostSerialAttachedHba";
 }
 impl x::Structure for HostSerialAttachedHba {}
+impl std::fmt::Debug for HostSerialAttachedHba {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostSerialAttachedHba {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostSerialAttachedHba {
     type Target = HostHostBusAdapter;
     #[inline]
@@ -95,12 +1015,22 @@ impl x::Fields for HostSerialAttachedHba {
     }
 }
 /// `HostSerialAttachedTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostSerialAttachedTargetTransport {}
 impl x::SchemaType for HostSerialAttachedTargetTransport {
     const TYPE_NAME: &'static str = "HostSerialAttachedTargetTransport";
 }
 impl x::Structure for HostSerialAttachedTargetTransport {}
+impl std::fmt::Debug for HostSerialAttachedTargetTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostSerialAttachedTargetTransport {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostSerialAttachedTargetTransport {
     fn decode_field(
         &mut self,
@@ -112,7 +1042,7 @@ impl x::Fields for HostSerialAttachedTargetTransport {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `HostService` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostService {
     /// `key`.
     pub key: String,
@@ -135,6 +1065,16 @@ impl x::SchemaType for HostService {
     const TYPE_NAME: &'static str = "HostService";
 }
 impl x::Structure for HostService {}
+impl std::fmt::Debug for HostService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostService {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostService {
     fn clone(&self) -> Self {
         Self {
@@ -185,7 +1125,7 @@ impl x::ArrayItem for HostService {
     const ITEM_TAG: &'static str = "HostService";
 }
 /// `HostServiceConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostServiceConfig {
     /// `serviceId`.
     pub service_id: String,
@@ -196,6 +1136,16 @@ impl x::SchemaType for HostServiceConfig {
     const TYPE_NAME: &'static str = "HostServiceConfig";
 }
 impl x::Structure for HostServiceConfig {}
+impl std::fmt::Debug for HostServiceConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostServiceConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostServiceConfig {
     fn decode_field(
         &mut self,
@@ -220,7 +1170,7 @@ impl x::ArrayItem for HostServiceConfig {
     const ITEM_TAG: &'static str = "HostServiceConfig";
 }
 /// `HostServiceInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostServiceInfo {
     /// `service`.
     pub service: Vec<HostService>,
@@ -229,6 +1179,16 @@ impl x::SchemaType for HostServiceInfo {
     const TYPE_NAME: &'static str = "HostServiceInfo";
 }
 impl x::Structure for HostServiceInfo {}
+impl std::fmt::Debug for HostServiceInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostServiceInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostServiceInfo {
     fn clone(&self) -> Self {
         Self {
@@ -254,7 +1214,7 @@ impl x::Fields for HostServiceInfo {
     }
 }
 /// `HostServiceSourcePackage` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostServiceSourcePackage {
     /// `sourcePackageName`.
     pub source_package_name: String,
@@ -265,6 +1225,16 @@ impl x::SchemaType for HostServiceSourcePackage {
     const TYPE_NAME: &'static str = "HostServiceSourcePackage";
 }
 impl x::Structure for HostServiceSourcePackage {}
+impl std::fmt::Debug for HostServiceSourcePackage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostServiceSourcePackage {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostServiceSourcePackage {
     fn decode_field(
         &mut self,
@@ -285,7 +1255,7 @@ impl x::Fields for HostServiceSourcePackage {
     }
 }
 /// `HostServiceTicket` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostServiceTicket {
     /// `host`.
     pub host: Option<String>,
@@ -308,6 +1278,16 @@ impl x::SchemaType for HostServiceTicket {
     const TYPE_NAME: &'static str = "HostServiceTicket";
 }
 impl x::Structure for HostServiceTicket {}
+impl std::fmt::Debug for HostServiceTicket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostServiceTicket {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostServiceTicket {
     fn decode_field(
         &mut self,
@@ -342,11 +1322,11 @@ impl x::Fields for HostServiceTicket {
         }
         w.write("service", &self.service);
         w.write("serviceVersion", &self.service_version);
-        w.write("sessionId", &self.session_id);
+        w.write_secret("sessionId", &self.session_id);
     }
 }
 /// `HostSevInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostSevInfo {
     /// `sevState`.
     pub sev_state: String,
@@ -365,6 +1345,16 @@ impl x::SchemaType for HostSevInfo {
     const TYPE_NAME: &'static str = "HostSevInfo";
 }
 impl x::Structure for HostSevInfo {}
+impl std::fmt::Debug for HostSevInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostSevInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostSevInfo {
     fn decode_field(
         &mut self,
@@ -394,7 +1384,7 @@ impl x::Fields for HostSevInfo {
     }
 }
 /// `HostSgxInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostSgxInfo {
     /// `sgxState`.
     pub sgx_state: String,
@@ -413,6 +1403,16 @@ impl x::SchemaType for HostSgxInfo {
     const TYPE_NAME: &'static str = "HostSgxInfo";
 }
 impl x::Structure for HostSgxInfo {}
+impl std::fmt::Debug for HostSgxInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostSgxInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostSgxInfo {
     fn decode_field(
         &mut self,
@@ -449,7 +1449,7 @@ impl x::Fields for HostSgxInfo {
 /// `HostSgxRegistrationInfo` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostSgxRegistrationInfo {
     /// `status`.
     ///
@@ -480,6 +1480,16 @@ impl x::SchemaType for HostSgxRegistrationInfo {
     const TYPE_NAME: &'static str = "HostSgxRegistrationInfo";
 }
 impl x::Structure for HostSgxRegistrationInfo {}
+impl std::fmt::Debug for HostSgxRegistrationInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostSgxRegistrationInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostSgxRegistrationInfo {
     fn decode_field(
         &mut self,
@@ -509,7 +1519,7 @@ impl x::Fields for HostSgxRegistrationInfo {
     }
 }
 /// `HostSharedGpuCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostSharedGpuCapabilities {
     /// `vgpu`.
     pub vgpu: String,
@@ -526,6 +1536,16 @@ impl x::SchemaType for HostSharedGpuCapabilities {
     const TYPE_NAME: &'static str = "HostSharedGpuCapabilities";
 }
 impl x::Structure for HostSharedGpuCapabilities {}
+impl std::fmt::Debug for HostSharedGpuCapabilities {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostSharedGpuCapabilities {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostSharedGpuCapabilities {
     fn decode_field(
         &mut self,
@@ -559,7 +1579,7 @@ impl x::ArrayItem for HostSharedGpuCapabilities {
 /// `HostShortNameInconsistentEvent` (extends `HostDasEvent`).
 ///
 /// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostShortNameInconsistentEvent {
     /// The fields `HostShortNameInconsistentEvent` inherits from `HostDasEvent`.
     pub host_das_event: HostDasEvent,
@@ -574,6 +1594,18 @@ impl x::SchemaType for HostShortNameInconsistentEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostShortNameInconsistentEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostShortNameInconsistentEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostShortNameInconsistentEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostShortNameInconsistentEvent {
     type Target = HostDasEvent;
@@ -614,7 +1646,7 @@ impl x::Fields for HostShortNameInconsistentEvent {
 /// `HostShortNameToIpFailedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostShortNameToIpFailedEvent {
     /// The fields `HostShortNameToIpFailedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -627,6 +1659,18 @@ impl x::SchemaType for HostShortNameToIpFailedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostShortNameToIpFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostShortNameToIpFailedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostShortNameToIpFailedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostShortNameToIpFailedEvent {
     type Target = HostEvent;
@@ -665,7 +1709,7 @@ impl x::Fields for HostShortNameToIpFailedEvent {
 /// `HostShutdownEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostShutdownEvent {
     /// The fields `HostShutdownEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -678,6 +1722,18 @@ impl x::SchemaType for HostShutdownEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostShutdownEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostShutdownEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostShutdownEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostShutdownEvent {
     type Target = HostEvent;
@@ -713,7 +1769,7 @@ impl x::Fields for HostShutdownEvent {
     }
 }
 /// `HostSnmpConfigSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostSnmpConfigSpec {
     /// `enabled`.
     pub enabled: Option<bool>,
@@ -730,6 +1786,16 @@ impl x::SchemaType for HostSnmpConfigSpec {
     const TYPE_NAME: &'static str = "HostSnmpConfigSpec";
 }
 impl x::Structure for HostSnmpConfigSpec {}
+impl std::fmt::Debug for HostSnmpConfigSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostSnmpConfigSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostSnmpConfigSpec {
     fn clone(&self) -> Self {
         Self {
@@ -767,7 +1833,7 @@ impl x::Fields for HostSnmpConfigSpec {
     }
 }
 /// `HostSnmpDestination` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostSnmpDestination {
     /// `hostName`.
     pub host_name: String,
@@ -780,6 +1846,16 @@ impl x::SchemaType for HostSnmpDestination {
     const TYPE_NAME: &'static str = "HostSnmpDestination";
 }
 impl x::Structure for HostSnmpDestination {}
+impl std::fmt::Debug for HostSnmpDestination {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostSnmpDestination {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostSnmpDestination {
     fn decode_field(
         &mut self,
@@ -806,7 +1882,7 @@ impl x::ArrayItem for HostSnmpDestination {
     const ITEM_TAG: &'static str = "HostSnmpDestination";
 }
 /// `HostSnmpSystemAgentLimits` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostSnmpSystemAgentLimits {
     /// `maxReadOnlyCommunities`.
     pub max_read_only_communities: i32,
@@ -823,6 +1899,16 @@ impl x::SchemaType for HostSnmpSystemAgentLimits {
     const TYPE_NAME: &'static str = "HostSnmpSystemAgentLimits";
 }
 impl x::Structure for HostSnmpSystemAgentLimits {}
+impl std::fmt::Debug for HostSnmpSystemAgentLimits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostSnmpSystemAgentLimits {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostSnmpSystemAgentLimits {
     fn decode_field(
         &mut self,
@@ -849,7 +1935,7 @@ impl x::Fields for HostSnmpSystemAgentLimits {
     }
 }
 /// `HostSpecification` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostSpecification {
     /// `createdTime`.
     pub created_time: x::DateTime,
@@ -866,6 +1952,16 @@ impl x::SchemaType for HostSpecification {
     const TYPE_NAME: &'static str = "HostSpecification";
 }
 impl x::Structure for HostSpecification {}
+impl std::fmt::Debug for HostSpecification {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostSpecification {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostSpecification {
     fn clone(&self) -> Self {
         Self {
@@ -906,7 +2002,7 @@ impl x::Fields for HostSpecification {
 /// `HostSpecificationChangedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostSpecificationChangedEvent {
     /// The fields `HostSpecificationChangedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -917,6 +2013,18 @@ impl x::SchemaType for HostSpecificationChangedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostSpecificationChangedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostSpecificationChangedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostSpecificationChangedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostSpecificationChangedEvent {
     type Target = HostEvent;
@@ -950,7 +2058,7 @@ impl x::Fields for HostSpecificationChangedEvent {
 /// `HostSpecificationOperationFailed` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostSpecificationOperationFailed {
     /// The fields `HostSpecificationOperationFailed` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -963,6 +2071,18 @@ impl x::SchemaType for HostSpecificationOperationFailed {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for HostSpecificationOperationFailed {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for HostSpecificationOperationFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for HostSpecificationOperationFailed {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for HostSpecificationOperationFailed {
     type Target = VimFault;
@@ -1001,7 +2121,7 @@ impl x::Fields for HostSpecificationOperationFailed {
 /// `HostSpecificationRequireEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostSpecificationRequireEvent {
     /// The fields `HostSpecificationRequireEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -1012,6 +2132,18 @@ impl x::SchemaType for HostSpecificationRequireEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostSpecificationRequireEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostSpecificationRequireEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostSpecificationRequireEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostSpecificationRequireEvent {
     type Target = HostEvent;
@@ -1045,7 +2177,7 @@ impl x::Fields for HostSpecificationRequireEvent {
 /// `HostSpecificationUpdateEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostSpecificationUpdateEvent {
     /// The fields `HostSpecificationUpdateEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -1058,6 +2190,18 @@ impl x::SchemaType for HostSpecificationUpdateEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostSpecificationUpdateEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostSpecificationUpdateEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostSpecificationUpdateEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostSpecificationUpdateEvent {
     type Target = HostEvent;
@@ -1095,7 +2239,7 @@ impl x::Fields for HostSpecificationUpdateEvent {
 /// `HostSriovConfig` (extends `HostPciPassthruConfig`).
 ///
 /// The fields of `HostPciPassthruConfig` are in `host_pci_passthru_config`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostSriovConfig {
     /// The fields `HostSriovConfig` inherits from `HostPciPassthruConfig`.
     pub host_pci_passthru_config: HostPciPassthruConfig,
@@ -1108,6 +2252,16 @@ impl x::SchemaType for HostSriovConfig {
     const TYPE_NAME: &'static str = "HostSriovConfig";
 }
 impl x::Structure for HostSriovConfig {}
+impl std::fmt::Debug for HostSriovConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostSriovConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostSriovConfig {
     type Target = HostPciPassthruConfig;
     #[inline]
@@ -1150,7 +2304,7 @@ impl x::Fields for HostSriovConfig {
 /// `HostSriovDevicePoolInfo` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyHostSriovDevicePoolInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostSriovDevicePoolInfo {
     /// `key`.
     pub key: String,
@@ -1159,6 +2313,16 @@ impl x::SchemaType for HostSriovDevicePoolInfo {
     const TYPE_NAME: &'static str = "HostSriovDevicePoolInfo";
 }
 impl x::Structure for HostSriovDevicePoolInfo {}
+impl std::fmt::Debug for HostSriovDevicePoolInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostSriovDevicePoolInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostSriovDevicePoolInfo {
     fn decode_field(
         &mut self,
@@ -1179,7 +2343,7 @@ impl x::Fields for HostSriovDevicePoolInfo {
 /// `HostSriovInfo` (extends `HostPciPassthruInfo`).
 ///
 /// The fields of `HostPciPassthruInfo` are in `host_pci_passthru_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostSriovInfo {
     /// The fields `HostSriovInfo` inherits from `HostPciPassthruInfo`.
     pub host_pci_passthru_info: HostPciPassthruInfo,
@@ -1200,6 +2364,16 @@ impl x::SchemaType for HostSriovInfo {
     const TYPE_NAME: &'static str = "HostSriovInfo";
 }
 impl x::Structure for HostSriovInfo {}
+impl std::fmt::Debug for HostSriovInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostSriovInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for HostSriovInfo {
     type Target = HostPciPassthruInfo;
     #[inline]
@@ -1250,7 +2424,7 @@ impl x::Fields for HostSriovInfo {
 /// `HostSriovNetworkDevicePoolInfo` (extends `HostSriovDevicePoolInfo`).
 ///
 /// The fields of `HostSriovDevicePoolInfo` are in `host_sriov_device_pool_info`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostSriovNetworkDevicePoolInfo {
     /// The fields `HostSriovNetworkDevicePoolInfo` inherits from `HostSriovDevicePoolInfo`.
     pub host_sriov_device_pool_info: HostSriovDevicePoolInfo,
@@ -1265,6 +2439,16 @@ impl x::SchemaType for HostSriovNetworkDevicePoolInfo {
     const TYPE_NAME: &'static str = "HostSriovNetworkDevicePoolInfo";
 }
 impl x::Structure for HostSriovNetworkDevicePoolInfo {}
+impl std::fmt::Debug for HostSriovNetworkDevicePoolInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostSriovNetworkDevicePoolInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostSriovNetworkDevicePoolInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1317,7 +2501,7 @@ impl x::Fields for HostSriovNetworkDevicePoolInfo {
     }
 }
 /// `HostSslThumbprintInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostSslThumbprintInfo {
     /// `principal`.
     pub principal: String,
@@ -1330,6 +2514,16 @@ impl x::SchemaType for HostSslThumbprintInfo {
     const TYPE_NAME: &'static str = "HostSslThumbprintInfo";
 }
 impl x::Structure for HostSslThumbprintInfo {}
+impl std::fmt::Debug for HostSslThumbprintInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostSslThumbprintInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostSslThumbprintInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1368,7 +2562,7 @@ impl x::ArrayItem for HostSslThumbprintInfo {
 /// `HostStatusChangedEvent` (extends `ClusterStatusChangedEvent`).
 ///
 /// The fields of `ClusterStatusChangedEvent` are in `cluster_status_changed_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostStatusChangedEvent {
     /// The fields `HostStatusChangedEvent` inherits from `ClusterStatusChangedEvent`.
     pub cluster_status_changed_event: ClusterStatusChangedEvent,
@@ -1379,6 +2573,18 @@ impl x::SchemaType for HostStatusChangedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostStatusChangedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostStatusChangedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostStatusChangedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostStatusChangedEvent {
     type Target = ClusterStatusChangedEvent;
@@ -1409,7 +2615,7 @@ impl x::Fields for HostStatusChangedEvent {
     }
 }
 /// `HostStorageArrayTypePolicyOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostStorageArrayTypePolicyOption {
     /// `policy`.
     pub policy: AnyElementDescription,
@@ -1418,6 +2624,16 @@ impl x::SchemaType for HostStorageArrayTypePolicyOption {
     const TYPE_NAME: &'static str = "HostStorageArrayTypePolicyOption";
 }
 impl x::Structure for HostStorageArrayTypePolicyOption {}
+impl std::fmt::Debug for HostStorageArrayTypePolicyOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostStorageArrayTypePolicyOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostStorageArrayTypePolicyOption {
     fn decode_field(
         &mut self,
@@ -1440,7 +2656,7 @@ impl x::ArrayItem for HostStorageArrayTypePolicyOption {
     const ITEM_TAG: &'static str = "HostStorageArrayTypePolicyOption";
 }
 /// `HostStorageDeviceInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostStorageDeviceInfo {
     /// `hostBusAdapter`.
     pub host_bus_adapter: Vec<AnyHostHostBusAdapter>,
@@ -1461,6 +2677,16 @@ impl x::SchemaType for HostStorageDeviceInfo {
     const TYPE_NAME: &'static str = "HostStorageDeviceInfo";
 }
 impl x::Structure for HostStorageDeviceInfo {}
+impl std::fmt::Debug for HostStorageDeviceInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostStorageDeviceInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostStorageDeviceInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1508,7 +2734,7 @@ impl x::Fields for HostStorageDeviceInfo {
 /// `HostStorageElementInfo` (extends `HostHardwareElementInfo`).
 ///
 /// The fields of `HostHardwareElementInfo` are in `host_hardware_element_info`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostStorageElementInfo {
     /// The fields `HostStorageElementInfo` inherits from `HostHardwareElementInfo`.
     pub host_hardware_element_info: HostHardwareElementInfo,
@@ -1519,6 +2745,16 @@ impl x::SchemaType for HostStorageElementInfo {
     const TYPE_NAME: &'static str = "HostStorageElementInfo";
 }
 impl x::Structure for HostStorageElementInfo {}
+impl std::fmt::Debug for HostStorageElementInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostStorageElementInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostStorageElementInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1569,7 +2805,7 @@ impl x::ArrayItem for HostStorageElementInfo {
     const ITEM_TAG: &'static str = "HostStorageElementInfo";
 }
 /// `HostStorageOperationalInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostStorageOperationalInfo {
     /// `property`.
     pub property: String,
@@ -1580,6 +2816,16 @@ impl x::SchemaType for HostStorageOperationalInfo {
     const TYPE_NAME: &'static str = "HostStorageOperationalInfo";
 }
 impl x::Structure for HostStorageOperationalInfo {}
+impl std::fmt::Debug for HostStorageOperationalInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostStorageOperationalInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostStorageOperationalInfo {
     fn decode_field(
         &mut self,
@@ -1604,7 +2850,7 @@ impl x::ArrayItem for HostStorageOperationalInfo {
     const ITEM_TAG: &'static str = "HostStorageOperationalInfo";
 }
 /// `HostStorageSystemDiskLocatorLedResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostStorageSystemDiskLocatorLedResult {
     /// `key`.
     pub key: String,
@@ -1615,6 +2861,16 @@ impl x::SchemaType for HostStorageSystemDiskLocatorLedResult {
     const TYPE_NAME: &'static str = "HostStorageSystemDiskLocatorLedResult";
 }
 impl x::Structure for HostStorageSystemDiskLocatorLedResult {}
+impl std::fmt::Debug for HostStorageSystemDiskLocatorLedResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostStorageSystemDiskLocatorLedResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostStorageSystemDiskLocatorLedResult {
     fn decode_field(
         &mut self,
@@ -1639,7 +2895,7 @@ impl x::ArrayItem for HostStorageSystemDiskLocatorLedResult {
     const ITEM_TAG: &'static str = "HostStorageSystemDiskLocatorLedResult";
 }
 /// `HostStorageSystemScsiLunResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostStorageSystemScsiLunResult {
     /// `key`.
     pub key: String,
@@ -1650,6 +2906,16 @@ impl x::SchemaType for HostStorageSystemScsiLunResult {
     const TYPE_NAME: &'static str = "HostStorageSystemScsiLunResult";
 }
 impl x::Structure for HostStorageSystemScsiLunResult {}
+impl std::fmt::Debug for HostStorageSystemScsiLunResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostStorageSystemScsiLunResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostStorageSystemScsiLunResult {
     fn decode_field(
         &mut self,
@@ -1674,7 +2940,7 @@ impl x::ArrayItem for HostStorageSystemScsiLunResult {
     const ITEM_TAG: &'static str = "HostStorageSystemScsiLunResult";
 }
 /// `HostStorageSystemVmfsVolumeResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostStorageSystemVmfsVolumeResult {
     /// `key`.
     pub key: String,
@@ -1685,6 +2951,16 @@ impl x::SchemaType for HostStorageSystemVmfsVolumeResult {
     const TYPE_NAME: &'static str = "HostStorageSystemVmfsVolumeResult";
 }
 impl x::Structure for HostStorageSystemVmfsVolumeResult {}
+impl std::fmt::Debug for HostStorageSystemVmfsVolumeResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostStorageSystemVmfsVolumeResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostStorageSystemVmfsVolumeResult {
     fn decode_field(
         &mut self,
@@ -1709,7 +2985,7 @@ impl x::ArrayItem for HostStorageSystemVmfsVolumeResult {
     const ITEM_TAG: &'static str = "HostStorageSystemVmfsVolumeResult";
 }
 /// `HostSubSpecification` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostSubSpecification {
     /// `name`.
     pub name: String,
@@ -1724,6 +3000,16 @@ impl x::SchemaType for HostSubSpecification {
     const TYPE_NAME: &'static str = "HostSubSpecification";
 }
 impl x::Structure for HostSubSpecification {}
+impl std::fmt::Debug for HostSubSpecification {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostSubSpecification {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostSubSpecification {
     fn clone(&self) -> Self {
         Self {
@@ -1765,7 +3051,7 @@ impl x::ArrayItem for HostSubSpecification {
 /// `HostSubSpecificationDeleteEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostSubSpecificationDeleteEvent {
     /// The fields `HostSubSpecificationDeleteEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -1778,6 +3064,18 @@ impl x::SchemaType for HostSubSpecificationDeleteEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostSubSpecificationDeleteEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostSubSpecificationDeleteEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostSubSpecificationDeleteEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostSubSpecificationDeleteEvent {
     type Target = HostEvent;
@@ -1816,7 +3114,7 @@ impl x::Fields for HostSubSpecificationDeleteEvent {
 /// `HostSubSpecificationUpdateEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostSubSpecificationUpdateEvent {
     /// The fields `HostSubSpecificationUpdateEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -1829,6 +3127,18 @@ impl x::SchemaType for HostSubSpecificationUpdateEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostSubSpecificationUpdateEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostSubSpecificationUpdateEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostSubSpecificationUpdateEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostSubSpecificationUpdateEvent {
     type Target = HostEvent;
@@ -1867,7 +3177,7 @@ impl x::Fields for HostSubSpecificationUpdateEvent {
 /// `HostSyncFailedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostSyncFailedEvent {
     /// The fields `HostSyncFailedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -1880,6 +3190,18 @@ impl x::SchemaType for HostSyncFailedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for HostSyncFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostSyncFailedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostSyncFailedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for HostSyncFailedEvent {
     type Target = HostEvent;
@@ -1915,7 +3237,7 @@ impl x::Fields for HostSyncFailedEvent {
     }
 }
 /// `HostSystemComplianceCheckState` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostSystemComplianceCheckState {
     /// `state`.
     pub state: String,
@@ -1926,6 +3248,16 @@ impl x::SchemaType for HostSystemComplianceCheckState {
     const TYPE_NAME: &'static str = "HostSystemComplianceCheckState";
 }
 impl x::Structure for HostSystemComplianceCheckState {}
+impl std::fmt::Debug for HostSystemComplianceCheckState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostSystemComplianceCheckState {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostSystemComplianceCheckState {
     fn decode_field(
         &mut self,
@@ -1946,7 +3278,7 @@ impl x::Fields for HostSystemComplianceCheckState {
     }
 }
 /// `HostSystemHealthInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct HostSystemHealthInfo {
     /// `numericSensorInfo`.
     pub numeric_sensor_info: Vec<HostNumericSensorInfo>,
@@ -1955,6 +3287,16 @@ impl x::SchemaType for HostSystemHealthInfo {
     const TYPE_NAME: &'static str = "HostSystemHealthInfo";
 }
 impl x::Structure for HostSystemHealthInfo {}
+impl std::fmt::Debug for HostSystemHealthInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostSystemHealthInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for HostSystemHealthInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1980,7 +3322,7 @@ impl x::Fields for HostSystemHealthInfo {
     }
 }
 /// `HostSystemIdentificationInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct HostSystemIdentificationInfo {
     /// `identifierValue`.
     pub identifier_value: String,
@@ -1991,6 +3333,16 @@ impl x::SchemaType for HostSystemIdentificationInfo {
     const TYPE_NAME: &'static str = "HostSystemIdentificationInfo";
 }
 impl x::Structure for HostSystemIdentificationInfo {}
+impl std::fmt::Debug for HostSystemIdentificationInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for HostSystemIdentificationInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for HostSystemIdentificationInfo {
     fn decode_field(
         &mut self,
@@ -2013,1265 +3365,4 @@ impl x::Fields for HostSystemIdentificationInfo {
 impl x::ArrayItem for HostSystemIdentificationInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSystemIdentificationInfo";
     const ITEM_TAG: &'static str = "HostSystemIdentificationInfo";
-}
-/// `HostSystemInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostSystemInfo {
-    /// `vendor`.
-    pub vendor: String,
-    /// `model`.
-    pub model: String,
-    /// `family`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub family: Option<String>,
-    /// `uuid`.
-    pub uuid: String,
-    /// `otherIdentifyingInfo`.
-    pub other_identifying_info: Vec<HostSystemIdentificationInfo>,
-    /// `serialNumber`.
-    pub serial_number: Option<String>,
-    /// `qualifiedName`.
-    pub qualified_name: Vec<HostQualifiedName>,
-    /// `vvolHostNQN`.
-    ///
-    /// Since vSphere API 8.0.0.0.
-    pub vvol_host_nqn: Option<HostQualifiedName>,
-    /// `vvolHostId`.
-    ///
-    /// Since vSphere API 8.0.0.0.
-    pub vvol_host_id: Option<String>,
-    /// `bootCommandLine`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub boot_command_line: Option<String>,
-}
-impl x::SchemaType for HostSystemInfo {
-    const TYPE_NAME: &'static str = "HostSystemInfo";
-}
-impl x::Structure for HostSystemInfo {}
-impl Clone for HostSystemInfo {
-    fn clone(&self) -> Self {
-        Self {
-            vendor: self.vendor.clone(),
-            model: self.model.clone(),
-            family: self.family.clone(),
-            uuid: self.uuid.clone(),
-            other_identifying_info: x::clone_vec(&self.other_identifying_info),
-            serial_number: self.serial_number.clone(),
-            qualified_name: x::clone_vec(&self.qualified_name),
-            vvol_host_nqn: self.vvol_host_nqn.clone(),
-            vvol_host_id: self.vvol_host_id.clone(),
-            boot_command_line: self.boot_command_line.clone(),
-        }
-    }
-}
-impl x::Fields for HostSystemInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vendor" => r.read(&mut self.vendor),
-            "model" => r.read(&mut self.model),
-            "family" => r.read_opt(&mut self.family),
-            "uuid" => r.read(&mut self.uuid),
-            "otherIdentifyingInfo" => r.read_push(&mut self.other_identifying_info),
-            "serialNumber" => r.read_opt(&mut self.serial_number),
-            "qualifiedName" => r.read_push(&mut self.qualified_name),
-            "vvolHostNQN" => r.read_opt(&mut self.vvol_host_nqn),
-            "vvolHostId" => r.read_opt(&mut self.vvol_host_id),
-            "bootCommandLine" => r.read_opt(&mut self.boot_command_line),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vendor", &self.vendor);
-        w.write("model", &self.model);
-        if w.since(0x0900_0000, "HostSystemInfo.family", self.family.is_some()) {
-            w.write_opt("family", &self.family);
-        }
-        w.write("uuid", &self.uuid);
-        w.write_vec("otherIdentifyingInfo", &self.other_identifying_info);
-        w.write_opt("serialNumber", &self.serial_number);
-        w.write_vec("qualifiedName", &self.qualified_name);
-        if w
-            .since(
-                0x0800_0000,
-                "HostSystemInfo.vvolHostNQN",
-                self.vvol_host_nqn.is_some(),
-            )
-        {
-            w.write_opt("vvolHostNQN", &self.vvol_host_nqn);
-        }
-        if w.since(0x0800_0000, "HostSystemInfo.vvolHostId", self.vvol_host_id.is_some())
-        {
-            w.write_opt("vvolHostId", &self.vvol_host_id);
-        }
-        if w
-            .since(
-                0x0800_0300,
-                "HostSystemInfo.bootCommandLine",
-                self.boot_command_line.is_some(),
-            )
-        {
-            w.write_opt("bootCommandLine", &self.boot_command_line);
-        }
-    }
-}
-/// `HostSystemReconnectSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemReconnectSpec {
-    /// `syncState`.
-    pub sync_state: Option<bool>,
-}
-impl x::SchemaType for HostSystemReconnectSpec {
-    const TYPE_NAME: &'static str = "HostSystemReconnectSpec";
-}
-impl x::Structure for HostSystemReconnectSpec {}
-impl x::Fields for HostSystemReconnectSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "syncState" => r.read_opt(&mut self.sync_state),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("syncState", &self.sync_state);
-    }
-}
-/// `HostSystemRemediationState` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemRemediationState {
-    /// `state`.
-    pub state: String,
-    /// `operationTime`.
-    pub operation_time: x::DateTime,
-}
-impl x::SchemaType for HostSystemRemediationState {
-    const TYPE_NAME: &'static str = "HostSystemRemediationState";
-}
-impl x::Structure for HostSystemRemediationState {}
-impl x::Fields for HostSystemRemediationState {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "state" => r.read(&mut self.state),
-            "operationTime" => r.read(&mut self.operation_time),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("state", &self.state);
-        w.write("operationTime", &self.operation_time);
-    }
-}
-/// `HostSystemResourceInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostSystemResourceInfo {
-    /// `key`.
-    pub key: String,
-    /// `config`.
-    pub config: Option<ResourceConfigSpec>,
-    /// `child`.
-    pub child: Vec<HostSystemResourceInfo>,
-}
-impl x::SchemaType for HostSystemResourceInfo {
-    const TYPE_NAME: &'static str = "HostSystemResourceInfo";
-}
-impl x::Structure for HostSystemResourceInfo {}
-impl Clone for HostSystemResourceInfo {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            config: self.config.clone(),
-            child: x::clone_vec(&self.child),
-        }
-    }
-}
-impl x::Fields for HostSystemResourceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "config" => r.read_opt(&mut self.config),
-            "child" => r.read_push(&mut self.child),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("config", &self.config);
-        w.write_vec("child", &self.child);
-    }
-}
-impl x::ArrayItem for HostSystemResourceInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSystemResourceInfo";
-    const ITEM_TAG: &'static str = "HostSystemResourceInfo";
-}
-/// `HostSystemSwapConfiguration` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostSystemSwapConfiguration {
-    /// `option`.
-    pub option: Vec<AnyHostSystemSwapConfigurationSystemSwapOption>,
-}
-impl x::SchemaType for HostSystemSwapConfiguration {
-    const TYPE_NAME: &'static str = "HostSystemSwapConfiguration";
-}
-impl x::Structure for HostSystemSwapConfiguration {}
-impl Clone for HostSystemSwapConfiguration {
-    fn clone(&self) -> Self {
-        Self {
-            option: x::clone_vec(&self.option),
-        }
-    }
-}
-impl x::Fields for HostSystemSwapConfiguration {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "option" => r.read_push(&mut self.option),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("option", &self.option);
-    }
-}
-/// `HostSystemSwapConfigurationDatastoreOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
-///
-/// The fields of `HostSystemSwapConfigurationSystemSwapOption` are in `host_system_swap_configuration_system_swap_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemSwapConfigurationDatastoreOption {
-    /// The fields `HostSystemSwapConfigurationDatastoreOption` inherits from `HostSystemSwapConfigurationSystemSwapOption`.
-    pub host_system_swap_configuration_system_swap_option: HostSystemSwapConfigurationSystemSwapOption,
-    /// `datastore`.
-    pub datastore: String,
-}
-impl x::SchemaType for HostSystemSwapConfigurationDatastoreOption {
-    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationDatastoreOption";
-}
-impl x::Structure for HostSystemSwapConfigurationDatastoreOption {}
-impl std::ops::Deref for HostSystemSwapConfigurationDatastoreOption {
-    type Target = HostSystemSwapConfigurationSystemSwapOption;
-    #[inline]
-    fn deref(&self) -> &HostSystemSwapConfigurationSystemSwapOption {
-        &self.host_system_swap_configuration_system_swap_option
-    }
-}
-impl std::ops::DerefMut for HostSystemSwapConfigurationDatastoreOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostSystemSwapConfigurationSystemSwapOption {
-        &mut self.host_system_swap_configuration_system_swap_option
-    }
-}
-impl x::Fields for HostSystemSwapConfigurationDatastoreOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "datastore" => r.read(&mut self.datastore),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_system_swap_configuration_system_swap_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(
-            &self.host_system_swap_configuration_system_swap_option,
-            w,
-        );
-        w.write("datastore", &self.datastore);
-    }
-}
-/// `HostSystemSwapConfigurationDisabledOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
-///
-/// The fields of `HostSystemSwapConfigurationSystemSwapOption` are in `host_system_swap_configuration_system_swap_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemSwapConfigurationDisabledOption {
-    /// The fields `HostSystemSwapConfigurationDisabledOption` inherits from `HostSystemSwapConfigurationSystemSwapOption`.
-    pub host_system_swap_configuration_system_swap_option: HostSystemSwapConfigurationSystemSwapOption,
-}
-impl x::SchemaType for HostSystemSwapConfigurationDisabledOption {
-    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationDisabledOption";
-}
-impl x::Structure for HostSystemSwapConfigurationDisabledOption {}
-impl std::ops::Deref for HostSystemSwapConfigurationDisabledOption {
-    type Target = HostSystemSwapConfigurationSystemSwapOption;
-    #[inline]
-    fn deref(&self) -> &HostSystemSwapConfigurationSystemSwapOption {
-        &self.host_system_swap_configuration_system_swap_option
-    }
-}
-impl std::ops::DerefMut for HostSystemSwapConfigurationDisabledOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostSystemSwapConfigurationSystemSwapOption {
-        &mut self.host_system_swap_configuration_system_swap_option
-    }
-}
-impl x::Fields for HostSystemSwapConfigurationDisabledOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(
-            &mut self.host_system_swap_configuration_system_swap_option,
-            r,
-            name,
-        )
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(
-            &self.host_system_swap_configuration_system_swap_option,
-            w,
-        );
-    }
-}
-/// `HostSystemSwapConfigurationHostCacheOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
-///
-/// The fields of `HostSystemSwapConfigurationSystemSwapOption` are in `host_system_swap_configuration_system_swap_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemSwapConfigurationHostCacheOption {
-    /// The fields `HostSystemSwapConfigurationHostCacheOption` inherits from `HostSystemSwapConfigurationSystemSwapOption`.
-    pub host_system_swap_configuration_system_swap_option: HostSystemSwapConfigurationSystemSwapOption,
-}
-impl x::SchemaType for HostSystemSwapConfigurationHostCacheOption {
-    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationHostCacheOption";
-}
-impl x::Structure for HostSystemSwapConfigurationHostCacheOption {}
-impl std::ops::Deref for HostSystemSwapConfigurationHostCacheOption {
-    type Target = HostSystemSwapConfigurationSystemSwapOption;
-    #[inline]
-    fn deref(&self) -> &HostSystemSwapConfigurationSystemSwapOption {
-        &self.host_system_swap_configuration_system_swap_option
-    }
-}
-impl std::ops::DerefMut for HostSystemSwapConfigurationHostCacheOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostSystemSwapConfigurationSystemSwapOption {
-        &mut self.host_system_swap_configuration_system_swap_option
-    }
-}
-impl x::Fields for HostSystemSwapConfigurationHostCacheOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(
-            &mut self.host_system_swap_configuration_system_swap_option,
-            r,
-            name,
-        )
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(
-            &self.host_system_swap_configuration_system_swap_option,
-            w,
-        );
-    }
-}
-/// `HostSystemSwapConfigurationHostLocalSwapOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
-///
-/// The fields of `HostSystemSwapConfigurationSystemSwapOption` are in `host_system_swap_configuration_system_swap_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemSwapConfigurationHostLocalSwapOption {
-    /// The fields `HostSystemSwapConfigurationHostLocalSwapOption` inherits from `HostSystemSwapConfigurationSystemSwapOption`.
-    pub host_system_swap_configuration_system_swap_option: HostSystemSwapConfigurationSystemSwapOption,
-}
-impl x::SchemaType for HostSystemSwapConfigurationHostLocalSwapOption {
-    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationHostLocalSwapOption";
-}
-impl x::Structure for HostSystemSwapConfigurationHostLocalSwapOption {}
-impl std::ops::Deref for HostSystemSwapConfigurationHostLocalSwapOption {
-    type Target = HostSystemSwapConfigurationSystemSwapOption;
-    #[inline]
-    fn deref(&self) -> &HostSystemSwapConfigurationSystemSwapOption {
-        &self.host_system_swap_configuration_system_swap_option
-    }
-}
-impl std::ops::DerefMut for HostSystemSwapConfigurationHostLocalSwapOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostSystemSwapConfigurationSystemSwapOption {
-        &mut self.host_system_swap_configuration_system_swap_option
-    }
-}
-impl x::Fields for HostSystemSwapConfigurationHostLocalSwapOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(
-            &mut self.host_system_swap_configuration_system_swap_option,
-            r,
-            name,
-        )
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(
-            &self.host_system_swap_configuration_system_swap_option,
-            w,
-        );
-    }
-}
-/// `HostSystemSwapConfigurationSystemSwapOption` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostSystemSwapConfigurationSystemSwapOption`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemSwapConfigurationSystemSwapOption {
-    /// `key`.
-    pub key: i32,
-}
-impl x::SchemaType for HostSystemSwapConfigurationSystemSwapOption {
-    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationSystemSwapOption";
-}
-impl x::Structure for HostSystemSwapConfigurationSystemSwapOption {}
-impl x::Fields for HostSystemSwapConfigurationSystemSwapOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-    }
-}
-/// `HostTargetTransport` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostTargetTransport`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTargetTransport {}
-impl x::SchemaType for HostTargetTransport {
-    const TYPE_NAME: &'static str = "HostTargetTransport";
-}
-impl x::Structure for HostTargetTransport {}
-impl x::Fields for HostTargetTransport {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostTcpHba` (extends `HostHostBusAdapter`).
-///
-/// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTcpHba {
-    /// The fields `HostTcpHba` inherits from `HostHostBusAdapter`.
-    pub host_host_bus_adapter: HostHostBusAdapter,
-    /// `associatedPnic`.
-    pub associated_pnic: Option<String>,
-}
-impl x::SchemaType for HostTcpHba {
-    const TYPE_NAME: &'static str = "HostTcpHba";
-}
-impl x::Structure for HostTcpHba {}
-impl std::ops::Deref for HostTcpHba {
-    type Target = HostHostBusAdapter;
-    #[inline]
-    fn deref(&self) -> &HostHostBusAdapter {
-        &self.host_host_bus_adapter
-    }
-}
-impl std::ops::DerefMut for HostTcpHba {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
-        &mut self.host_host_bus_adapter
-    }
-}
-impl x::Fields for HostTcpHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "associatedPnic" => r.read_opt(&mut self.associated_pnic),
-            _ => return x::Fields::decode_field(&mut self.host_host_bus_adapter, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_host_bus_adapter, w);
-        w.write_opt("associatedPnic", &self.associated_pnic);
-    }
-}
-/// `HostTcpHbaCreateSpec` (extends `HostHbaCreateSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTcpHbaCreateSpec {
-    /// `pnic`.
-    pub pnic: String,
-}
-impl x::SchemaType for HostTcpHbaCreateSpec {
-    const TYPE_NAME: &'static str = "HostTcpHbaCreateSpec";
-}
-impl x::Structure for HostTcpHbaCreateSpec {}
-impl x::Fields for HostTcpHbaCreateSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pnic" => r.read(&mut self.pnic),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("pnic", &self.pnic);
-    }
-}
-/// `HostTcpTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTcpTargetTransport {}
-impl x::SchemaType for HostTcpTargetTransport {
-    const TYPE_NAME: &'static str = "HostTcpTargetTransport";
-}
-impl x::Structure for HostTcpTargetTransport {}
-impl x::Fields for HostTcpTargetTransport {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostTdxInfo` (extends `DynamicData`).
-///
-/// Since vSphere API 9.0.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTdxInfo {
-    /// `tdxState`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub tdx_state: String,
-    /// `numTDXPrivateKeyIDs`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub num_tdx_private_key_ids: i32,
-}
-impl x::SchemaType for HostTdxInfo {
-    const TYPE_NAME: &'static str = "HostTdxInfo";
-}
-impl x::Structure for HostTdxInfo {}
-impl x::Fields for HostTdxInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "tdxState" => r.read(&mut self.tdx_state),
-            "numTDXPrivateKeyIDs" => r.read(&mut self.num_tdx_private_key_ids),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0900_0000, "type HostTdxInfo", true);
-        w.write("tdxState", &self.tdx_state);
-        w.write("numTDXPrivateKeyIDs", &self.num_tdx_private_key_ids);
-    }
-}
-/// `HostTpmAttestationInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmAttestationInfo {
-    /// `time`.
-    pub time: x::DateTime,
-    /// `status`.
-    pub status: HostTpmAttestationInfoAcceptanceStatus,
-    /// `message`.
-    pub message: Option<LocalizableMessage>,
-}
-impl x::SchemaType for HostTpmAttestationInfo {
-    const TYPE_NAME: &'static str = "HostTpmAttestationInfo";
-}
-impl x::Structure for HostTpmAttestationInfo {}
-impl x::Fields for HostTpmAttestationInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "time" => r.read(&mut self.time),
-            "status" => r.read(&mut self.status),
-            "message" => r.read_opt(&mut self.message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("time", &self.time);
-        w.write("status", &self.status);
-        w.write_opt("message", &self.message);
-    }
-}
-/// `HostTpmAttestationReport` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostTpmAttestationReport {
-    /// `tpmPcrValues`.
-    pub tpm_pcr_values: Vec<HostTpmDigestInfo>,
-    /// `tpmEvents`.
-    pub tpm_events: Vec<HostTpmEventLogEntry>,
-    /// `tpmLogReliable`.
-    pub tpm_log_reliable: bool,
-}
-impl x::SchemaType for HostTpmAttestationReport {
-    const TYPE_NAME: &'static str = "HostTpmAttestationReport";
-}
-impl x::Structure for HostTpmAttestationReport {}
-impl Clone for HostTpmAttestationReport {
-    fn clone(&self) -> Self {
-        Self {
-            tpm_pcr_values: x::clone_vec(&self.tpm_pcr_values),
-            tpm_events: x::clone_vec(&self.tpm_events),
-            tpm_log_reliable: self.tpm_log_reliable,
-        }
-    }
-}
-impl x::Fields for HostTpmAttestationReport {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "tpmPcrValues" => r.read_push(&mut self.tpm_pcr_values),
-            "tpmEvents" => r.read_push(&mut self.tpm_events),
-            "tpmLogReliable" => r.read(&mut self.tpm_log_reliable),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("tpmPcrValues", &self.tpm_pcr_values);
-        w.write_vec("tpmEvents", &self.tpm_events);
-        w.write("tpmLogReliable", &self.tpm_log_reliable);
-    }
-}
-/// `HostTpmBootCompleteEventDetails` (extends `HostTpmEventDetails`).
-///
-/// Since vSphere API 8.0.1.0.
-///
-/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmBootCompleteEventDetails {
-    /// The fields `HostTpmBootCompleteEventDetails` inherits from `HostTpmEventDetails`.
-    pub host_tpm_event_details: HostTpmEventDetails,
-}
-impl x::SchemaType for HostTpmBootCompleteEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmBootCompleteEventDetails";
-}
-impl x::Structure for HostTpmBootCompleteEventDetails {}
-impl std::ops::Deref for HostTpmBootCompleteEventDetails {
-    type Target = HostTpmEventDetails;
-    #[inline]
-    fn deref(&self) -> &HostTpmEventDetails {
-        &self.host_tpm_event_details
-    }
-}
-impl std::ops::DerefMut for HostTpmBootCompleteEventDetails {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
-        &mut self.host_tpm_event_details
-    }
-}
-impl x::Fields for HostTpmBootCompleteEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_tpm_event_details, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0100, "type HostTpmBootCompleteEventDetails", true);
-        x::Fields::encode_fields(&self.host_tpm_event_details, w);
-    }
-}
-/// `HostTpmBootSecurityOptionEventDetails` (extends `HostTpmEventDetails`).
-///
-/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmBootSecurityOptionEventDetails {
-    /// The fields `HostTpmBootSecurityOptionEventDetails` inherits from `HostTpmEventDetails`.
-    pub host_tpm_event_details: HostTpmEventDetails,
-    /// `bootSecurityOption`.
-    pub boot_security_option: String,
-}
-impl x::SchemaType for HostTpmBootSecurityOptionEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmBootSecurityOptionEventDetails";
-}
-impl x::Structure for HostTpmBootSecurityOptionEventDetails {}
-impl std::ops::Deref for HostTpmBootSecurityOptionEventDetails {
-    type Target = HostTpmEventDetails;
-    #[inline]
-    fn deref(&self) -> &HostTpmEventDetails {
-        &self.host_tpm_event_details
-    }
-}
-impl std::ops::DerefMut for HostTpmBootSecurityOptionEventDetails {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
-        &mut self.host_tpm_event_details
-    }
-}
-impl x::Fields for HostTpmBootSecurityOptionEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "bootSecurityOption" => r.read(&mut self.boot_security_option),
-            _ => {
-                return x::Fields::decode_field(&mut self.host_tpm_event_details, r, name);
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_tpm_event_details, w);
-        w.write("bootSecurityOption", &self.boot_security_option);
-    }
-}
-/// `HostTpmCommandEventDetails` (extends `HostTpmEventDetails`).
-///
-/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmCommandEventDetails {
-    /// The fields `HostTpmCommandEventDetails` inherits from `HostTpmEventDetails`.
-    pub host_tpm_event_details: HostTpmEventDetails,
-    /// `commandLine`.
-    pub command_line: String,
-}
-impl x::SchemaType for HostTpmCommandEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmCommandEventDetails";
-}
-impl x::Structure for HostTpmCommandEventDetails {}
-impl std::ops::Deref for HostTpmCommandEventDetails {
-    type Target = HostTpmEventDetails;
-    #[inline]
-    fn deref(&self) -> &HostTpmEventDetails {
-        &self.host_tpm_event_details
-    }
-}
-impl std::ops::DerefMut for HostTpmCommandEventDetails {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
-        &mut self.host_tpm_event_details
-    }
-}
-impl x::Fields for HostTpmCommandEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "commandLine" => r.read(&mut self.command_line),
-            _ => {
-                return x::Fields::decode_field(&mut self.host_tpm_event_details, r, name);
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_tpm_event_details, w);
-        w.write("commandLine", &self.command_line);
-    }
-}
-/// `HostTpmDigestInfo` (extends `HostDigestInfo`).
-///
-/// The fields of `HostDigestInfo` are in `host_digest_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmDigestInfo {
-    /// The fields `HostTpmDigestInfo` inherits from `HostDigestInfo`.
-    pub host_digest_info: HostDigestInfo,
-    /// `pcrNumber`.
-    pub pcr_number: i32,
-}
-impl x::SchemaType for HostTpmDigestInfo {
-    const TYPE_NAME: &'static str = "HostTpmDigestInfo";
-}
-impl x::Structure for HostTpmDigestInfo {}
-impl std::ops::Deref for HostTpmDigestInfo {
-    type Target = HostDigestInfo;
-    #[inline]
-    fn deref(&self) -> &HostDigestInfo {
-        &self.host_digest_info
-    }
-}
-impl std::ops::DerefMut for HostTpmDigestInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostDigestInfo {
-        &mut self.host_digest_info
-    }
-}
-impl x::Fields for HostTpmDigestInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pcrNumber" => r.read(&mut self.pcr_number),
-            _ => return x::Fields::decode_field(&mut self.host_digest_info, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_digest_info, w);
-        w.write("pcrNumber", &self.pcr_number);
-    }
-}
-impl x::ArrayItem for HostTpmDigestInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostTpmDigestInfo";
-    const ITEM_TAG: &'static str = "HostTpmDigestInfo";
-}
-/// `HostTpmEventDetails` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostTpmEventDetails`], which also carries its subtypes.
-#[derive(Debug, PartialEq, Default)]
-pub struct HostTpmEventDetails {
-    /// `dataHash`.
-    pub data_hash: Vec<i8>,
-    /// `dataHashMethod`.
-    pub data_hash_method: Option<String>,
-}
-impl x::SchemaType for HostTpmEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmEventDetails";
-}
-impl x::Structure for HostTpmEventDetails {}
-impl Clone for HostTpmEventDetails {
-    fn clone(&self) -> Self {
-        Self {
-            data_hash: x::clone_vec(&self.data_hash),
-            data_hash_method: self.data_hash_method.clone(),
-        }
-    }
-}
-impl x::Fields for HostTpmEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dataHash" => r.read_push(&mut self.data_hash),
-            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("dataHash", &self.data_hash);
-        w.write_opt("dataHashMethod", &self.data_hash_method);
-    }
-}
-/// `HostTpmEventLogEntry` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmEventLogEntry {
-    /// `pcrIndex`.
-    pub pcr_index: i32,
-    /// `eventDetails`.
-    pub event_details: AnyHostTpmEventDetails,
-}
-impl x::SchemaType for HostTpmEventLogEntry {
-    const TYPE_NAME: &'static str = "HostTpmEventLogEntry";
-}
-impl x::Structure for HostTpmEventLogEntry {}
-impl x::Fields for HostTpmEventLogEntry {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pcrIndex" => r.read(&mut self.pcr_index),
-            "eventDetails" => r.read(&mut self.event_details),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("pcrIndex", &self.pcr_index);
-        w.write("eventDetails", &self.event_details);
-    }
-}
-impl x::ArrayItem for HostTpmEventLogEntry {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostTpmEventLogEntry";
-    const ITEM_TAG: &'static str = "HostTpmEventLogEntry";
-}
-/// `HostTpmNvTagEventDetails` (extends `HostTpmBootSecurityOptionEventDetails`).
-///
-/// The fields of `HostTpmBootSecurityOptionEventDetails` are in `host_tpm_boot_security_option_event_details`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmNvTagEventDetails {
-    /// The fields `HostTpmNvTagEventDetails` inherits from `HostTpmBootSecurityOptionEventDetails`.
-    pub host_tpm_boot_security_option_event_details: HostTpmBootSecurityOptionEventDetails,
-}
-impl x::SchemaType for HostTpmNvTagEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmNvTagEventDetails";
-}
-impl x::Structure for HostTpmNvTagEventDetails {}
-impl std::ops::Deref for HostTpmNvTagEventDetails {
-    type Target = HostTpmBootSecurityOptionEventDetails;
-    #[inline]
-    fn deref(&self) -> &HostTpmBootSecurityOptionEventDetails {
-        &self.host_tpm_boot_security_option_event_details
-    }
-}
-impl std::ops::DerefMut for HostTpmNvTagEventDetails {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostTpmBootSecurityOptionEventDetails {
-        &mut self.host_tpm_boot_security_option_event_details
-    }
-}
-impl x::Fields for HostTpmNvTagEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(
-            &mut self.host_tpm_boot_security_option_event_details,
-            r,
-            name,
-        )
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_tpm_boot_security_option_event_details, w);
-    }
-}
-/// `HostTpmOptionEventDetails` (extends `HostTpmEventDetails`).
-///
-/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct HostTpmOptionEventDetails {
-    /// The fields `HostTpmOptionEventDetails` inherits from `HostTpmEventDetails`.
-    pub host_tpm_event_details: HostTpmEventDetails,
-    /// `optionsFileName`.
-    pub options_file_name: String,
-    /// `bootOptions`.
-    pub boot_options: Vec<i8>,
-}
-impl x::SchemaType for HostTpmOptionEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmOptionEventDetails";
-}
-impl x::Structure for HostTpmOptionEventDetails {}
-impl Clone for HostTpmOptionEventDetails {
-    fn clone(&self) -> Self {
-        Self {
-            host_tpm_event_details: self.host_tpm_event_details.clone(),
-            options_file_name: self.options_file_name.clone(),
-            boot_options: x::clone_vec(&self.boot_options),
-        }
-    }
-}
-impl std::ops::Deref for HostTpmOptionEventDetails {
-    type Target = HostTpmEventDetails;
-    #[inline]
-    fn deref(&self) -> &HostTpmEventDetails {
-        &self.host_tpm_event_details
-    }
-}
-impl std::ops::DerefMut for HostTpmOptionEventDetails {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
-        &mut self.host_tpm_event_details
-    }
-}
-impl x::Fields for HostTpmOptionEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "optionsFileName" => r.read(&mut self.options_file_name),
-            "bootOptions" => r.read_push(&mut self.boot_options),
-            _ => {
-                return x::Fields::decode_field(&mut self.host_tpm_event_details, r, name);
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_tpm_event_details, w);
-        w.write("optionsFileName", &self.options_file_name);
-        w.write_vec("bootOptions", &self.boot_options);
-    }
-}
-/// `HostTpmSignerEventDetails` (extends `HostTpmBootSecurityOptionEventDetails`).
-///
-/// Since vSphere API 8.0.0.1.
-///
-/// The fields of `HostTpmBootSecurityOptionEventDetails` are in `host_tpm_boot_security_option_event_details`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmSignerEventDetails {
-    /// The fields `HostTpmSignerEventDetails` inherits from `HostTpmBootSecurityOptionEventDetails`.
-    pub host_tpm_boot_security_option_event_details: HostTpmBootSecurityOptionEventDetails,
-}
-impl x::SchemaType for HostTpmSignerEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmSignerEventDetails";
-}
-impl x::Structure for HostTpmSignerEventDetails {}
-impl std::ops::Deref for HostTpmSignerEventDetails {
-    type Target = HostTpmBootSecurityOptionEventDetails;
-    #[inline]
-    fn deref(&self) -> &HostTpmBootSecurityOptionEventDetails {
-        &self.host_tpm_boot_security_option_event_details
-    }
-}
-impl std::ops::DerefMut for HostTpmSignerEventDetails {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostTpmBootSecurityOptionEventDetails {
-        &mut self.host_tpm_boot_security_option_event_details
-    }
-}
-impl x::Fields for HostTpmSignerEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(
-            &mut self.host_tpm_boot_security_option_event_details,
-            r,
-            name,
-        )
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type HostTpmSignerEventDetails", true);
-        x::Fields::encode_fields(&self.host_tpm_boot_security_option_event_details, w);
-    }
-}
-/// `HostTpmSoftwareComponentEventDetails` (extends `HostTpmEventDetails`).
-///
-/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmSoftwareComponentEventDetails {
-    /// The fields `HostTpmSoftwareComponentEventDetails` inherits from `HostTpmEventDetails`.
-    pub host_tpm_event_details: HostTpmEventDetails,
-    /// `componentName`.
-    pub component_name: String,
-    /// `vibName`.
-    pub vib_name: String,
-    /// `vibVersion`.
-    pub vib_version: String,
-    /// `vibVendor`.
-    pub vib_vendor: String,
-}
-impl x::SchemaType for HostTpmSoftwareComponentEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmSoftwareComponentEventDetails";
-}
-impl x::Structure for HostTpmSoftwareComponentEventDetails {}
-impl std::ops::Deref for HostTpmSoftwareComponentEventDetails {
-    type Target = HostTpmEventDetails;
-    #[inline]
-    fn deref(&self) -> &HostTpmEventDetails {
-        &self.host_tpm_event_details
-    }
-}
-impl std::ops::DerefMut for HostTpmSoftwareComponentEventDetails {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
-        &mut self.host_tpm_event_details
-    }
-}
-impl x::Fields for HostTpmSoftwareComponentEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "componentName" => r.read(&mut self.component_name),
-            "vibName" => r.read(&mut self.vib_name),
-            "vibVersion" => r.read(&mut self.vib_version),
-            "vibVendor" => r.read(&mut self.vib_vendor),
-            _ => {
-                return x::Fields::decode_field(&mut self.host_tpm_event_details, r, name);
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_tpm_event_details, w);
-        w.write("componentName", &self.component_name);
-        w.write("vibName", &self.vib_name);
-        w.write("vibVersion", &self.vib_version);
-        w.write("vibVendor", &self.vib_vendor);
-    }
-}
-/// `HostTpmSystemVersionEventDetails` (extends `HostTpmEventDetails`).
-///
-/// Since vSphere API 9.1.0.0.
-///
-/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmSystemVersionEventDetails {
-    /// The fields `HostTpmSystemVersionEventDetails` inherits from `HostTpmEventDetails`.
-    pub host_tpm_event_details: HostTpmEventDetails,
-    /// `systemVersion`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub system_version: String,
-}
-impl x::SchemaType for HostTpmSystemVersionEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmSystemVersionEventDetails";
-}
-impl x::Structure for HostTpmSystemVersionEventDetails {}
-impl std::ops::Deref for HostTpmSystemVersionEventDetails {
-    type Target = HostTpmEventDetails;
-    #[inline]
-    fn deref(&self) -> &HostTpmEventDetails {
-        &self.host_tpm_event_details
-    }
-}
-impl std::ops::DerefMut for HostTpmSystemVersionEventDetails {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
-        &mut self.host_tpm_event_details
-    }
-}
-impl x::Fields for HostTpmSystemVersionEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "systemVersion" => r.read(&mut self.system_version),
-            _ => {
-                return x::Fields::decode_field(&mut self.host_tpm_event_details, r, name);
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0901_0000, "type HostTpmSystemVersionEventDetails", true);
-        x::Fields::encode_fields(&self.host_tpm_event_details, w);
-        w.write("systemVersion", &self.system_version);
-    }
-}
-/// `HostTpmVersionEventDetails` (extends `HostTpmEventDetails`).
-///
-/// Since vSphere API 8.0.0.1.
-///
-/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmVersionEventDetails {
-    /// The fields `HostTpmVersionEventDetails` inherits from `HostTpmEventDetails`.
-    pub host_tpm_event_details: HostTpmEventDetails,
-    /// `version`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub version: Vec<u8>,
-}
-impl x::SchemaType for HostTpmVersionEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmVersionEventDetails";
-}
-impl x::Structure for HostTpmVersionEventDetails {}
-impl std::ops::Deref for HostTpmVersionEventDetails {
-    type Target = HostTpmEventDetails;
-    #[inline]
-    fn deref(&self) -> &HostTpmEventDetails {
-        &self.host_tpm_event_details
-    }
-}
-impl std::ops::DerefMut for HostTpmVersionEventDetails {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
-        &mut self.host_tpm_event_details
-    }
-}
-impl x::Fields for HostTpmVersionEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "version" => r.read(&mut self.version),
-            _ => {
-                return x::Fields::decode_field(&mut self.host_tpm_event_details, r, name);
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type HostTpmVersionEventDetails", true);
-        x::Fields::encode_fields(&self.host_tpm_event_details, w);
-        w.write("version", &self.version);
-    }
 }

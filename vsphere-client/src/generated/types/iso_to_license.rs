@@ -8,7 +8,7 @@ use crate::xml as x;
 /// `IsoImageFileInfo` (extends `FileInfo`).
 ///
 /// The fields of `FileInfo` are in `file_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IsoImageFileInfo {
     /// The fields `IsoImageFileInfo` inherits from `FileInfo`.
     pub file_info: FileInfo,
@@ -17,6 +17,16 @@ impl x::SchemaType for IsoImageFileInfo {
     const TYPE_NAME: &'static str = "IsoImageFileInfo";
 }
 impl x::Structure for IsoImageFileInfo {}
+impl std::fmt::Debug for IsoImageFileInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for IsoImageFileInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for IsoImageFileInfo {
     type Target = FileInfo;
     #[inline]
@@ -44,12 +54,22 @@ impl x::Fields for IsoImageFileInfo {
     }
 }
 /// `IsoImageFileQuery` (extends `FileQuery`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct IsoImageFileQuery {}
 impl x::SchemaType for IsoImageFileQuery {
     const TYPE_NAME: &'static str = "IsoImageFileQuery";
 }
 impl x::Structure for IsoImageFileQuery {}
+impl std::fmt::Debug for IsoImageFileQuery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for IsoImageFileQuery {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for IsoImageFileQuery {
     fn decode_field(
         &mut self,
@@ -61,7 +81,7 @@ impl x::Fields for IsoImageFileQuery {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `KernelModuleInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct KernelModuleInfo {
     /// `id`.
     pub id: i32,
@@ -94,6 +114,16 @@ impl x::SchemaType for KernelModuleInfo {
     const TYPE_NAME: &'static str = "KernelModuleInfo";
 }
 impl x::Structure for KernelModuleInfo {}
+impl std::fmt::Debug for KernelModuleInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for KernelModuleInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for KernelModuleInfo {
     fn decode_field(
         &mut self,
@@ -140,7 +170,7 @@ impl x::ArrayItem for KernelModuleInfo {
     const ITEM_TAG: &'static str = "KernelModuleInfo";
 }
 /// `KernelModuleSectionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct KernelModuleSectionInfo {
     /// `address`.
     pub address: i64,
@@ -151,6 +181,16 @@ impl x::SchemaType for KernelModuleSectionInfo {
     const TYPE_NAME: &'static str = "KernelModuleSectionInfo";
 }
 impl x::Structure for KernelModuleSectionInfo {}
+impl std::fmt::Debug for KernelModuleSectionInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for KernelModuleSectionInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for KernelModuleSectionInfo {
     fn decode_field(
         &mut self,
@@ -171,7 +211,7 @@ impl x::Fields for KernelModuleSectionInfo {
     }
 }
 /// `KeyAnyValue` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct KeyAnyValue {
     /// `key`.
     pub key: String,
@@ -182,6 +222,16 @@ impl x::SchemaType for KeyAnyValue {
     const TYPE_NAME: &'static str = "KeyAnyValue";
 }
 impl x::Structure for KeyAnyValue {}
+impl std::fmt::Debug for KeyAnyValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for KeyAnyValue {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for KeyAnyValue {
     fn decode_field(
         &mut self,
@@ -209,7 +259,7 @@ impl x::ArrayItem for KeyAnyValue {
 /// `KeyNotFound` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct KeyNotFound {
     /// The fields `KeyNotFound` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -222,6 +272,18 @@ impl x::SchemaType for KeyNotFound {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for KeyNotFound {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for KeyNotFound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for KeyNotFound {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for KeyNotFound {
     type Target = VimFault;
@@ -257,7 +319,7 @@ impl x::Fields for KeyNotFound {
     }
 }
 /// `KeyProviderId` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct KeyProviderId {
     /// `id`.
     pub id: String,
@@ -266,6 +328,16 @@ impl x::SchemaType for KeyProviderId {
     const TYPE_NAME: &'static str = "KeyProviderId";
 }
 impl x::Structure for KeyProviderId {}
+impl std::fmt::Debug for KeyProviderId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for KeyProviderId {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for KeyProviderId {
     fn decode_field(
         &mut self,
@@ -284,7 +356,7 @@ impl x::Fields for KeyProviderId {
     }
 }
 /// `KeyValue` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct KeyValue {
     /// `key`.
     pub key: String,
@@ -295,6 +367,16 @@ impl x::SchemaType for KeyValue {
     const TYPE_NAME: &'static str = "KeyValue";
 }
 impl x::Structure for KeyValue {}
+impl std::fmt::Debug for KeyValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for KeyValue {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for KeyValue {
     fn decode_field(
         &mut self,
@@ -319,7 +401,7 @@ impl x::ArrayItem for KeyValue {
     const ITEM_TAG: &'static str = "KeyValue";
 }
 /// `KmipClusterInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct KmipClusterInfo {
     /// `clusterId`.
     pub cluster_id: KeyProviderId,
@@ -350,6 +432,16 @@ impl x::SchemaType for KmipClusterInfo {
     const TYPE_NAME: &'static str = "KmipClusterInfo";
 }
 impl x::Structure for KmipClusterInfo {}
+impl std::fmt::Debug for KmipClusterInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for KmipClusterInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for KmipClusterInfo {
     fn clone(&self) -> Self {
         Self {
@@ -420,12 +512,22 @@ impl x::ArrayItem for KmipClusterInfo {
 /// Since vSphere API 9.0.0.0.
 ///
 /// Fields of this type hold [`AnyKmipClusterInfoKeyInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct KmipClusterInfoKeyInfo {}
 impl x::SchemaType for KmipClusterInfoKeyInfo {
     const TYPE_NAME: &'static str = "KmipClusterInfoKeyInfo";
 }
 impl x::Structure for KmipClusterInfoKeyInfo {}
+impl std::fmt::Debug for KmipClusterInfoKeyInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for KmipClusterInfoKeyInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for KmipClusterInfoKeyInfo {
     fn decode_field(
         &mut self,
@@ -441,7 +543,7 @@ impl x::Fields for KmipClusterInfoKeyInfo {
 /// `KmipClusterInfoWrappingKeyIdKeyInfo` (extends `KmipClusterInfoKeyInfo`).
 ///
 /// Since vSphere API 9.0.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct KmipClusterInfoWrappingKeyIdKeyInfo {
     /// `keyId`.
     ///
@@ -456,6 +558,16 @@ impl x::SchemaType for KmipClusterInfoWrappingKeyIdKeyInfo {
     const TYPE_NAME: &'static str = "KmipClusterInfoWrappingKeyIdKeyInfo";
 }
 impl x::Structure for KmipClusterInfoWrappingKeyIdKeyInfo {}
+impl std::fmt::Debug for KmipClusterInfoWrappingKeyIdKeyInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for KmipClusterInfoWrappingKeyIdKeyInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for KmipClusterInfoWrappingKeyIdKeyInfo {
     fn decode_field(
         &mut self,
@@ -479,7 +591,7 @@ impl x::Fields for KmipClusterInfoWrappingKeyIdKeyInfo {
 /// `KmipClusterInfoWrappingRotationIntervalKeyInfo` (extends `KmipClusterInfoKeyInfo`).
 ///
 /// Since vSphere API 9.0.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct KmipClusterInfoWrappingRotationIntervalKeyInfo {
     /// `keyId`.
     ///
@@ -498,6 +610,16 @@ impl x::SchemaType for KmipClusterInfoWrappingRotationIntervalKeyInfo {
     const TYPE_NAME: &'static str = "KmipClusterInfoWrappingRotationIntervalKeyInfo";
 }
 impl x::Structure for KmipClusterInfoWrappingRotationIntervalKeyInfo {}
+impl std::fmt::Debug for KmipClusterInfoWrappingRotationIntervalKeyInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for KmipClusterInfoWrappingRotationIntervalKeyInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for KmipClusterInfoWrappingRotationIntervalKeyInfo {
     fn decode_field(
         &mut self,
@@ -525,7 +647,7 @@ impl x::Fields for KmipClusterInfoWrappingRotationIntervalKeyInfo {
     }
 }
 /// `KmipServerInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct KmipServerInfo {
     /// `name`.
     pub name: String,
@@ -552,6 +674,16 @@ impl x::SchemaType for KmipServerInfo {
     const TYPE_NAME: &'static str = "KmipServerInfo";
 }
 impl x::Structure for KmipServerInfo {}
+impl std::fmt::Debug for KmipServerInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for KmipServerInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for KmipServerInfo {
     fn decode_field(
         &mut self,
@@ -592,7 +724,7 @@ impl x::ArrayItem for KmipServerInfo {
     const ITEM_TAG: &'static str = "KmipServerInfo";
 }
 /// `KmipServerSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct KmipServerSpec {
     /// `clusterId`.
     pub cluster_id: KeyProviderId,
@@ -613,6 +745,16 @@ impl x::SchemaType for KmipServerSpec {
     const TYPE_NAME: &'static str = "KmipServerSpec";
 }
 impl x::Structure for KmipServerSpec {}
+impl std::fmt::Debug for KmipServerSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for KmipServerSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for KmipServerSpec {
     fn decode_field(
         &mut self,
@@ -633,7 +775,7 @@ impl x::Fields for KmipServerSpec {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("clusterId", &self.cluster_id);
         w.write("info", &self.info);
-        w.write_opt("password", &self.password);
+        w.write_opt_secret("password", &self.password);
         if w
             .since(
                 0x0900_0000,
@@ -653,12 +795,22 @@ impl x::Fields for KmipServerSpec {
 /// Since vSphere API 9.0.0.0.
 ///
 /// Fields of this type hold [`AnyKmipServerSpecKeySpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct KmipServerSpecKeySpec {}
 impl x::SchemaType for KmipServerSpecKeySpec {
     const TYPE_NAME: &'static str = "KmipServerSpecKeySpec";
 }
 impl x::Structure for KmipServerSpecKeySpec {}
+impl std::fmt::Debug for KmipServerSpecKeySpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for KmipServerSpecKeySpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for KmipServerSpecKeySpec {
     fn decode_field(
         &mut self,
@@ -674,7 +826,7 @@ impl x::Fields for KmipServerSpecKeySpec {
 /// `KmipServerSpecWrappingKeyIdKeySpec` (extends `KmipServerSpecKeySpec`).
 ///
 /// Since vSphere API 9.0.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct KmipServerSpecWrappingKeyIdKeySpec {
     /// `keyId`.
     ///
@@ -685,6 +837,16 @@ impl x::SchemaType for KmipServerSpecWrappingKeyIdKeySpec {
     const TYPE_NAME: &'static str = "KmipServerSpecWrappingKeyIdKeySpec";
 }
 impl x::Structure for KmipServerSpecWrappingKeyIdKeySpec {}
+impl std::fmt::Debug for KmipServerSpecWrappingKeyIdKeySpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for KmipServerSpecWrappingKeyIdKeySpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for KmipServerSpecWrappingKeyIdKeySpec {
     fn decode_field(
         &mut self,
@@ -706,7 +868,7 @@ impl x::Fields for KmipServerSpecWrappingKeyIdKeySpec {
 /// `KmipServerSpecWrappingRotationIntervalKeySpec` (extends `KmipServerSpecKeySpec`).
 ///
 /// Since vSphere API 9.0.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct KmipServerSpecWrappingRotationIntervalKeySpec {
     /// `rotationInterval`.
     ///
@@ -717,6 +879,16 @@ impl x::SchemaType for KmipServerSpecWrappingRotationIntervalKeySpec {
     const TYPE_NAME: &'static str = "KmipServerSpecWrappingRotationIntervalKeySpec";
 }
 impl x::Structure for KmipServerSpecWrappingRotationIntervalKeySpec {}
+impl std::fmt::Debug for KmipServerSpecWrappingRotationIntervalKeySpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for KmipServerSpecWrappingRotationIntervalKeySpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for KmipServerSpecWrappingRotationIntervalKeySpec {
     fn decode_field(
         &mut self,
@@ -736,7 +908,7 @@ impl x::Fields for KmipServerSpecWrappingRotationIntervalKeySpec {
     }
 }
 /// `KmipServerStatus` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct KmipServerStatus {
     /// `clusterId`.
     pub cluster_id: KeyProviderId,
@@ -751,6 +923,16 @@ impl x::SchemaType for KmipServerStatus {
     const TYPE_NAME: &'static str = "KmipServerStatus";
 }
 impl x::Structure for KmipServerStatus {}
+impl std::fmt::Debug for KmipServerStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for KmipServerStatus {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for KmipServerStatus {
     fn decode_field(
         &mut self,
@@ -778,7 +960,7 @@ impl x::Fields for KmipServerStatus {
 /// `LargeRDMConversionNotSupported` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct LargeRDMConversionNotSupported {
     /// The fields `LargeRDMConversionNotSupported` inherits from `MigrationFault`.
     pub migration_fault: MigrationFault,
@@ -791,6 +973,18 @@ impl x::SchemaType for LargeRDMConversionNotSupported {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for LargeRDMConversionNotSupported {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for LargeRDMConversionNotSupported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for LargeRDMConversionNotSupported {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for LargeRDMConversionNotSupported {
     type Target = MigrationFault;
@@ -829,7 +1023,7 @@ impl x::Fields for LargeRDMConversionNotSupported {
 /// `LargeRDMNotSupportedOnDatastore` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct LargeRDMNotSupportedOnDatastore {
     /// The fields `LargeRDMNotSupportedOnDatastore` inherits from `VmConfigFault`.
     pub vm_config_fault: VmConfigFault,
@@ -846,6 +1040,18 @@ impl x::SchemaType for LargeRDMNotSupportedOnDatastore {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for LargeRDMNotSupportedOnDatastore {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for LargeRDMNotSupportedOnDatastore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for LargeRDMNotSupportedOnDatastore {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for LargeRDMNotSupportedOnDatastore {
     type Target = VmConfigFault;
@@ -885,7 +1091,7 @@ impl x::Fields for LargeRDMNotSupportedOnDatastore {
     }
 }
 /// `LatencySensitivity` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct LatencySensitivity {
     /// `level`.
     pub level: LatencySensitivitySensitivityLevel,
@@ -896,6 +1102,16 @@ impl x::SchemaType for LatencySensitivity {
     const TYPE_NAME: &'static str = "LatencySensitivity";
 }
 impl x::Structure for LatencySensitivity {}
+impl std::fmt::Debug for LatencySensitivity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for LatencySensitivity {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for LatencySensitivity {
     fn decode_field(
         &mut self,
@@ -919,7 +1135,7 @@ impl x::Fields for LatencySensitivity {
 /// `LegacyNetworkInterfaceInUse` (extends `CannotAccessNetwork`).
 ///
 /// The fields of `CannotAccessNetwork` are in `cannot_access_network`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct LegacyNetworkInterfaceInUse {
     /// The fields `LegacyNetworkInterfaceInUse` inherits from `CannotAccessNetwork`.
     pub cannot_access_network: CannotAccessNetwork,
@@ -930,6 +1146,18 @@ impl x::SchemaType for LegacyNetworkInterfaceInUse {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for LegacyNetworkInterfaceInUse {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for LegacyNetworkInterfaceInUse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for LegacyNetworkInterfaceInUse {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for LegacyNetworkInterfaceInUse {
     type Target = CannotAccessNetwork;
@@ -963,7 +1191,7 @@ impl x::Fields for LegacyNetworkInterfaceInUse {
 /// `LicenseAssignmentFailed` (extends `RuntimeFault`).
 ///
 /// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct LicenseAssignmentFailed {
     /// The fields `LicenseAssignmentFailed` inherits from `RuntimeFault`.
     pub runtime_fault: RuntimeFault,
@@ -976,6 +1204,18 @@ impl x::SchemaType for LicenseAssignmentFailed {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for LicenseAssignmentFailed {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for LicenseAssignmentFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for LicenseAssignmentFailed {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for LicenseAssignmentFailed {
     type Target = RuntimeFault;
@@ -1011,7 +1251,7 @@ impl x::Fields for LicenseAssignmentFailed {
     }
 }
 /// `LicenseAssignmentManagerLicenseAssignment` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct LicenseAssignmentManagerLicenseAssignment {
     /// `entityId`.
     pub entity_id: String,
@@ -1028,6 +1268,16 @@ impl x::SchemaType for LicenseAssignmentManagerLicenseAssignment {
     const TYPE_NAME: &'static str = "LicenseAssignmentManagerLicenseAssignment";
 }
 impl x::Structure for LicenseAssignmentManagerLicenseAssignment {}
+impl std::fmt::Debug for LicenseAssignmentManagerLicenseAssignment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for LicenseAssignmentManagerLicenseAssignment {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for LicenseAssignmentManagerLicenseAssignment {
     fn clone(&self) -> Self {
         Self {
@@ -1069,7 +1319,7 @@ impl x::ArrayItem for LicenseAssignmentManagerLicenseAssignment {
     const ITEM_TAG: &'static str = "LicenseAssignmentManagerLicenseAssignment";
 }
 /// `LicenseAvailabilityInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct LicenseAvailabilityInfo {
     /// `feature`.
     pub feature: LicenseFeatureInfo,
@@ -1082,6 +1332,16 @@ impl x::SchemaType for LicenseAvailabilityInfo {
     const TYPE_NAME: &'static str = "LicenseAvailabilityInfo";
 }
 impl x::Structure for LicenseAvailabilityInfo {}
+impl std::fmt::Debug for LicenseAvailabilityInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for LicenseAvailabilityInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for LicenseAvailabilityInfo {
     fn decode_field(
         &mut self,
@@ -1108,7 +1368,7 @@ impl x::ArrayItem for LicenseAvailabilityInfo {
     const ITEM_TAG: &'static str = "LicenseAvailabilityInfo";
 }
 /// `LicenseDiagnostics` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct LicenseDiagnostics {
     /// `sourceLastChanged`.
     pub source_last_changed: x::DateTime,
@@ -1133,6 +1393,16 @@ impl x::SchemaType for LicenseDiagnostics {
     const TYPE_NAME: &'static str = "LicenseDiagnostics";
 }
 impl x::Structure for LicenseDiagnostics {}
+impl std::fmt::Debug for LicenseDiagnostics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for LicenseDiagnostics {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for LicenseDiagnostics {
     fn decode_field(
         &mut self,
@@ -1170,7 +1440,7 @@ impl x::Fields for LicenseDiagnostics {
 /// `LicenseDowngradeDisallowed` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct LicenseDowngradeDisallowed {
     /// The fields `LicenseDowngradeDisallowed` inherits from `NotEnoughLicenses`.
     pub not_enough_licenses: NotEnoughLicenses,
@@ -1187,6 +1457,18 @@ impl x::SchemaType for LicenseDowngradeDisallowed {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for LicenseDowngradeDisallowed {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for LicenseDowngradeDisallowed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for LicenseDowngradeDisallowed {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-faults")]
 impl Clone for LicenseDowngradeDisallowed {
     fn clone(&self) -> Self {
@@ -1240,7 +1522,7 @@ impl x::Fields for LicenseDowngradeDisallowed {
 /// `LicenseEntityNotFound` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct LicenseEntityNotFound {
     /// The fields `LicenseEntityNotFound` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -1253,6 +1535,18 @@ impl x::SchemaType for LicenseEntityNotFound {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for LicenseEntityNotFound {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for LicenseEntityNotFound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for LicenseEntityNotFound {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for LicenseEntityNotFound {
     type Target = VimFault;
@@ -1291,7 +1585,7 @@ impl x::Fields for LicenseEntityNotFound {
 /// `LicenseEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct LicenseEvent {
     /// The fields `LicenseEvent` inherits from `Event`.
     pub event: Event,
@@ -1302,6 +1596,18 @@ impl x::SchemaType for LicenseEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for LicenseEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for LicenseEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for LicenseEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for LicenseEvent {
     type Target = Event;
@@ -1335,7 +1641,7 @@ impl x::Fields for LicenseEvent {
 /// `LicenseExpired` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct LicenseExpired {
     /// The fields `LicenseExpired` inherits from `NotEnoughLicenses`.
     pub not_enough_licenses: NotEnoughLicenses,
@@ -1348,6 +1654,18 @@ impl x::SchemaType for LicenseExpired {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for LicenseExpired {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for LicenseExpired {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for LicenseExpired {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for LicenseExpired {
     type Target = NotEnoughLicenses;
@@ -1386,7 +1704,7 @@ impl x::Fields for LicenseExpired {
 /// `LicenseExpiredEvent` (extends `Event`).
 ///
 /// The fields of `Event` are in `event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct LicenseExpiredEvent {
     /// The fields `LicenseExpiredEvent` inherits from `Event`.
     pub event: Event,
@@ -1399,6 +1717,18 @@ impl x::SchemaType for LicenseExpiredEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for LicenseExpiredEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for LicenseExpiredEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for LicenseExpiredEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for LicenseExpiredEvent {
     type Target = Event;
@@ -1434,7 +1764,7 @@ impl x::Fields for LicenseExpiredEvent {
     }
 }
 /// `LicenseFeatureInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct LicenseFeatureInfo {
     /// `key`.
     pub key: String,
@@ -1459,6 +1789,16 @@ impl x::SchemaType for LicenseFeatureInfo {
     const TYPE_NAME: &'static str = "LicenseFeatureInfo";
 }
 impl x::Structure for LicenseFeatureInfo {}
+impl std::fmt::Debug for LicenseFeatureInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for LicenseFeatureInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for LicenseFeatureInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1515,7 +1855,7 @@ impl x::ArrayItem for LicenseFeatureInfo {
 /// `LicenseKeyEntityMismatch` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct LicenseKeyEntityMismatch {
     /// The fields `LicenseKeyEntityMismatch` inherits from `NotEnoughLicenses`.
     pub not_enough_licenses: NotEnoughLicenses,
@@ -1526,6 +1866,18 @@ impl x::SchemaType for LicenseKeyEntityMismatch {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for LicenseKeyEntityMismatch {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for LicenseKeyEntityMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for LicenseKeyEntityMismatch {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for LicenseKeyEntityMismatch {
     type Target = NotEnoughLicenses;
@@ -1556,7 +1908,7 @@ impl x::Fields for LicenseKeyEntityMismatch {
     }
 }
 /// `LicenseManagerEvaluationInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct LicenseManagerEvaluationInfo {
     /// `properties`.
     pub properties: Vec<KeyAnyValue>,
@@ -1565,6 +1917,16 @@ impl x::SchemaType for LicenseManagerEvaluationInfo {
     const TYPE_NAME: &'static str = "LicenseManagerEvaluationInfo";
 }
 impl x::Structure for LicenseManagerEvaluationInfo {}
+impl std::fmt::Debug for LicenseManagerEvaluationInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for LicenseManagerEvaluationInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for LicenseManagerEvaluationInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1590,7 +1952,7 @@ impl x::Fields for LicenseManagerEvaluationInfo {
     }
 }
 /// `LicenseManagerLicenseInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct LicenseManagerLicenseInfo {
     /// `licenseKey`.
     pub license_key: String,
@@ -1613,6 +1975,16 @@ impl x::SchemaType for LicenseManagerLicenseInfo {
     const TYPE_NAME: &'static str = "LicenseManagerLicenseInfo";
 }
 impl x::Structure for LicenseManagerLicenseInfo {}
+impl std::fmt::Debug for LicenseManagerLicenseInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for LicenseManagerLicenseInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for LicenseManagerLicenseInfo {
     fn clone(&self) -> Self {
         Self {
@@ -1666,7 +2038,7 @@ impl x::ArrayItem for LicenseManagerLicenseInfo {
 /// `LicenseNonComplianceEvent` (extends `LicenseEvent`).
 ///
 /// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct LicenseNonComplianceEvent {
     /// The fields `LicenseNonComplianceEvent` inherits from `LicenseEvent`.
     pub license_event: LicenseEvent,
@@ -1679,6 +2051,18 @@ impl x::SchemaType for LicenseNonComplianceEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for LicenseNonComplianceEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for LicenseNonComplianceEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for LicenseNonComplianceEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for LicenseNonComplianceEvent {
     type Target = LicenseEvent;
@@ -1714,7 +2098,7 @@ impl x::Fields for LicenseNonComplianceEvent {
     }
 }
 /// `LicenseReservationInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct LicenseReservationInfo {
     /// `key`.
     pub key: String,
@@ -1727,6 +2111,16 @@ impl x::SchemaType for LicenseReservationInfo {
     const TYPE_NAME: &'static str = "LicenseReservationInfo";
 }
 impl x::Structure for LicenseReservationInfo {}
+impl std::fmt::Debug for LicenseReservationInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for LicenseReservationInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for LicenseReservationInfo {
     fn decode_field(
         &mut self,
@@ -1756,7 +2150,7 @@ impl x::ArrayItem for LicenseReservationInfo {
 /// `LicenseRestricted` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct LicenseRestricted {
     /// The fields `LicenseRestricted` inherits from `NotEnoughLicenses`.
     pub not_enough_licenses: NotEnoughLicenses,
@@ -1767,6 +2161,18 @@ impl x::SchemaType for LicenseRestricted {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for LicenseRestricted {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for LicenseRestricted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for LicenseRestricted {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for LicenseRestricted {
     type Target = NotEnoughLicenses;
@@ -1800,7 +2206,7 @@ impl x::Fields for LicenseRestricted {
 /// `LicenseRestrictedEvent` (extends `LicenseEvent`).
 ///
 /// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct LicenseRestrictedEvent {
     /// The fields `LicenseRestrictedEvent` inherits from `LicenseEvent`.
     pub license_event: LicenseEvent,
@@ -1811,6 +2217,18 @@ impl x::SchemaType for LicenseRestrictedEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for LicenseRestrictedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for LicenseRestrictedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for LicenseRestrictedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for LicenseRestrictedEvent {
     type Target = LicenseEvent;
@@ -1844,7 +2262,7 @@ impl x::Fields for LicenseRestrictedEvent {
 /// `LicenseServerAvailableEvent` (extends `LicenseEvent`).
 ///
 /// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct LicenseServerAvailableEvent {
     /// The fields `LicenseServerAvailableEvent` inherits from `LicenseEvent`.
     pub license_event: LicenseEvent,
@@ -1857,6 +2275,18 @@ impl x::SchemaType for LicenseServerAvailableEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for LicenseServerAvailableEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for LicenseServerAvailableEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for LicenseServerAvailableEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for LicenseServerAvailableEvent {
     type Target = LicenseEvent;
@@ -1892,7 +2322,7 @@ impl x::Fields for LicenseServerAvailableEvent {
     }
 }
 /// `LicenseServerSource` (extends `LicenseSource`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct LicenseServerSource {
     /// `licenseServer`.
     pub license_server: String,
@@ -1901,6 +2331,16 @@ impl x::SchemaType for LicenseServerSource {
     const TYPE_NAME: &'static str = "LicenseServerSource";
 }
 impl x::Structure for LicenseServerSource {}
+impl std::fmt::Debug for LicenseServerSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for LicenseServerSource {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for LicenseServerSource {
     fn decode_field(
         &mut self,
@@ -1922,7 +2362,7 @@ impl x::Fields for LicenseServerSource {
 /// `LicenseServerUnavailable` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct LicenseServerUnavailable {
     /// The fields `LicenseServerUnavailable` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -1935,6 +2375,18 @@ impl x::SchemaType for LicenseServerUnavailable {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for LicenseServerUnavailable {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for LicenseServerUnavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for LicenseServerUnavailable {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for LicenseServerUnavailable {
     type Target = VimFault;
@@ -1973,7 +2425,7 @@ impl x::Fields for LicenseServerUnavailable {
 /// `LicenseServerUnavailableEvent` (extends `LicenseEvent`).
 ///
 /// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct LicenseServerUnavailableEvent {
     /// The fields `LicenseServerUnavailableEvent` inherits from `LicenseEvent`.
     pub license_event: LicenseEvent,
@@ -1986,6 +2438,18 @@ impl x::SchemaType for LicenseServerUnavailableEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Structure for LicenseServerUnavailableEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for LicenseServerUnavailableEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for LicenseServerUnavailableEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-events")]
 impl std::ops::Deref for LicenseServerUnavailableEvent {
     type Target = LicenseEvent;
@@ -2023,12 +2487,22 @@ impl x::Fields for LicenseServerUnavailableEvent {
 /// `LicenseSource` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyLicenseSource`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct LicenseSource {}
 impl x::SchemaType for LicenseSource {
     const TYPE_NAME: &'static str = "LicenseSource";
 }
 impl x::Structure for LicenseSource {}
+impl std::fmt::Debug for LicenseSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for LicenseSource {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for LicenseSource {
     fn decode_field(
         &mut self,
@@ -2043,7 +2517,7 @@ impl x::Fields for LicenseSource {
 /// `LicenseSourceUnavailable` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct LicenseSourceUnavailable {
     /// The fields `LicenseSourceUnavailable` inherits from `NotEnoughLicenses`.
     pub not_enough_licenses: NotEnoughLicenses,
@@ -2056,6 +2530,18 @@ impl x::SchemaType for LicenseSourceUnavailable {
 }
 #[cfg(feature = "all-faults")]
 impl x::Structure for LicenseSourceUnavailable {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for LicenseSourceUnavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for LicenseSourceUnavailable {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 #[cfg(feature = "all-faults")]
 impl std::ops::Deref for LicenseSourceUnavailable {
     type Target = NotEnoughLicenses;
@@ -2091,7 +2577,7 @@ impl x::Fields for LicenseSourceUnavailable {
     }
 }
 /// `LicenseUsageInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct LicenseUsageInfo {
     /// `source`.
     pub source: AnyLicenseSource,
@@ -2106,6 +2592,16 @@ impl x::SchemaType for LicenseUsageInfo {
     const TYPE_NAME: &'static str = "LicenseUsageInfo";
 }
 impl x::Structure for LicenseUsageInfo {}
+impl std::fmt::Debug for LicenseUsageInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for LicenseUsageInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for LicenseUsageInfo {
     fn clone(&self) -> Self {
         Self {

@@ -6,7 +6,7 @@ use super::*;
 use crate::xml as x;
 
 /// `ConnectNvmeControllerExRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct ConnectNvmeControllerExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -17,6 +17,16 @@ impl x::SchemaType for ConnectNvmeControllerExRequestType {
     const TYPE_NAME: &'static str = "ConnectNvmeControllerExRequestType";
 }
 impl x::Structure for ConnectNvmeControllerExRequestType {}
+impl std::fmt::Debug for ConnectNvmeControllerExRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for ConnectNvmeControllerExRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for ConnectNvmeControllerExRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -58,7 +68,7 @@ impl x::Request for ConnectNvmeControllerExRequestType {
     }
 }
 /// `ConnectNvmeControllerRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ConnectNvmeControllerRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -69,6 +79,16 @@ impl x::SchemaType for ConnectNvmeControllerRequestType {
     const TYPE_NAME: &'static str = "ConnectNvmeControllerRequestType";
 }
 impl x::Structure for ConnectNvmeControllerRequestType {}
+impl std::fmt::Debug for ConnectNvmeControllerRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for ConnectNvmeControllerRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for ConnectNvmeControllerRequestType {
     fn decode_field(
         &mut self,
@@ -102,7 +122,7 @@ impl x::Request for ConnectNvmeControllerRequestType {
     }
 }
 /// `ConsolidateVMDisksRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ConsolidateVMDisksRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -111,6 +131,16 @@ impl x::SchemaType for ConsolidateVMDisksRequestType {
     const TYPE_NAME: &'static str = "ConsolidateVMDisksRequestType";
 }
 impl x::Structure for ConsolidateVMDisksRequestType {}
+impl std::fmt::Debug for ConsolidateVMDisksRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for ConsolidateVMDisksRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for ConsolidateVMDisksRequestType {
     fn decode_field(
         &mut self,
@@ -142,7 +172,7 @@ impl x::Request for ConsolidateVMDisksRequestType {
     }
 }
 /// `ContinueRetrievePropertiesExRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ContinueRetrievePropertiesExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -153,6 +183,16 @@ impl x::SchemaType for ContinueRetrievePropertiesExRequestType {
     const TYPE_NAME: &'static str = "ContinueRetrievePropertiesExRequestType";
 }
 impl x::Structure for ContinueRetrievePropertiesExRequestType {}
+impl std::fmt::Debug for ContinueRetrievePropertiesExRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for ContinueRetrievePropertiesExRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for ContinueRetrievePropertiesExRequestType {
     fn decode_field(
         &mut self,
@@ -169,7 +209,7 @@ impl x::Fields for ContinueRetrievePropertiesExRequestType {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
-        w.write("token", &self.token);
+        w.write_secret("token", &self.token);
     }
 }
 impl x::Request for ContinueRetrievePropertiesExRequestType {
@@ -186,7 +226,7 @@ impl x::Request for ContinueRetrievePropertiesExRequestType {
     }
 }
 /// `ConvertNamespacePathToUuidPathRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct ConvertNamespacePathToUuidPathRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -199,6 +239,16 @@ impl x::SchemaType for ConvertNamespacePathToUuidPathRequestType {
     const TYPE_NAME: &'static str = "ConvertNamespacePathToUuidPathRequestType";
 }
 impl x::Structure for ConvertNamespacePathToUuidPathRequestType {}
+impl std::fmt::Debug for ConvertNamespacePathToUuidPathRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for ConvertNamespacePathToUuidPathRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for ConvertNamespacePathToUuidPathRequestType {
     fn decode_field(
         &mut self,
@@ -234,7 +284,7 @@ impl x::Request for ConvertNamespacePathToUuidPathRequestType {
     }
 }
 /// `CopyDatastoreFileRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CopyDatastoreFileRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -253,6 +303,16 @@ impl x::SchemaType for CopyDatastoreFileRequestType {
     const TYPE_NAME: &'static str = "CopyDatastoreFileRequestType";
 }
 impl x::Structure for CopyDatastoreFileRequestType {}
+impl std::fmt::Debug for CopyDatastoreFileRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CopyDatastoreFileRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CopyDatastoreFileRequestType {
     fn decode_field(
         &mut self,
@@ -294,7 +354,7 @@ impl x::Request for CopyDatastoreFileRequestType {
     }
 }
 /// `CopyVirtualDiskRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CopyVirtualDiskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -315,6 +375,16 @@ impl x::SchemaType for CopyVirtualDiskRequestType {
     const TYPE_NAME: &'static str = "CopyVirtualDiskRequestType";
 }
 impl x::Structure for CopyVirtualDiskRequestType {}
+impl std::fmt::Debug for CopyVirtualDiskRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CopyVirtualDiskRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CopyVirtualDiskRequestType {
     fn decode_field(
         &mut self,
@@ -358,7 +428,7 @@ impl x::Request for CopyVirtualDiskRequestType {
     }
 }
 /// `CreateAlarmRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateAlarmRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -371,6 +441,16 @@ impl x::SchemaType for CreateAlarmRequestType {
     const TYPE_NAME: &'static str = "CreateAlarmRequestType";
 }
 impl x::Structure for CreateAlarmRequestType {}
+impl std::fmt::Debug for CreateAlarmRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateAlarmRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateAlarmRequestType {
     fn decode_field(
         &mut self,
@@ -406,7 +486,7 @@ impl x::Request for CreateAlarmRequestType {
     }
 }
 /// `CreateChildVMRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateChildVMRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -419,6 +499,16 @@ impl x::SchemaType for CreateChildVMRequestType {
     const TYPE_NAME: &'static str = "CreateChildVMRequestType";
 }
 impl x::Structure for CreateChildVMRequestType {}
+impl std::fmt::Debug for CreateChildVMRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateChildVMRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateChildVMRequestType {
     fn decode_field(
         &mut self,
@@ -454,7 +544,7 @@ impl x::Request for CreateChildVMRequestType {
     }
 }
 /// `CreateClusterExRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateClusterExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -467,6 +557,16 @@ impl x::SchemaType for CreateClusterExRequestType {
     const TYPE_NAME: &'static str = "CreateClusterExRequestType";
 }
 impl x::Structure for CreateClusterExRequestType {}
+impl std::fmt::Debug for CreateClusterExRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateClusterExRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateClusterExRequestType {
     fn decode_field(
         &mut self,
@@ -502,7 +602,7 @@ impl x::Request for CreateClusterExRequestType {
     }
 }
 /// `CreateClusterRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateClusterRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -515,6 +615,16 @@ impl x::SchemaType for CreateClusterRequestType {
     const TYPE_NAME: &'static str = "CreateClusterRequestType";
 }
 impl x::Structure for CreateClusterRequestType {}
+impl std::fmt::Debug for CreateClusterRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateClusterRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateClusterRequestType {
     fn decode_field(
         &mut self,
@@ -550,7 +660,7 @@ impl x::Request for CreateClusterRequestType {
     }
 }
 /// `CreateCollectorForEventsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateCollectorForEventsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -561,6 +671,16 @@ impl x::SchemaType for CreateCollectorForEventsRequestType {
     const TYPE_NAME: &'static str = "CreateCollectorForEventsRequestType";
 }
 impl x::Structure for CreateCollectorForEventsRequestType {}
+impl std::fmt::Debug for CreateCollectorForEventsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateCollectorForEventsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateCollectorForEventsRequestType {
     fn decode_field(
         &mut self,
@@ -594,7 +714,7 @@ impl x::Request for CreateCollectorForEventsRequestType {
     }
 }
 /// `CreateCollectorForTasksRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateCollectorForTasksRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -605,6 +725,16 @@ impl x::SchemaType for CreateCollectorForTasksRequestType {
     const TYPE_NAME: &'static str = "CreateCollectorForTasksRequestType";
 }
 impl x::Structure for CreateCollectorForTasksRequestType {}
+impl std::fmt::Debug for CreateCollectorForTasksRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateCollectorForTasksRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateCollectorForTasksRequestType {
     fn decode_field(
         &mut self,
@@ -640,7 +770,7 @@ impl x::Request for CreateCollectorForTasksRequestType {
 /// `CreateCollectorWithInfoFilterForTasksRequestType`.
 ///
 /// Since vSphere API 8.0.3.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateCollectorWithInfoFilterForTasksRequestType {
     /// `_this`.
     ///
@@ -659,6 +789,16 @@ impl x::SchemaType for CreateCollectorWithInfoFilterForTasksRequestType {
     const TYPE_NAME: &'static str = "CreateCollectorWithInfoFilterForTasksRequestType";
 }
 impl x::Structure for CreateCollectorWithInfoFilterForTasksRequestType {}
+impl std::fmt::Debug for CreateCollectorWithInfoFilterForTasksRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateCollectorWithInfoFilterForTasksRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateCollectorWithInfoFilterForTasksRequestType {
     fn decode_field(
         &mut self,
@@ -695,7 +835,7 @@ impl x::Request for CreateCollectorWithInfoFilterForTasksRequestType {
     }
 }
 /// `CreateContainerViewRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct CreateContainerViewRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -710,6 +850,16 @@ impl x::SchemaType for CreateContainerViewRequestType {
     const TYPE_NAME: &'static str = "CreateContainerViewRequestType";
 }
 impl x::Structure for CreateContainerViewRequestType {}
+impl std::fmt::Debug for CreateContainerViewRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateContainerViewRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for CreateContainerViewRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -757,7 +907,7 @@ impl x::Request for CreateContainerViewRequestType {
     }
 }
 /// `CreateCustomizationSpecRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateCustomizationSpecRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -768,6 +918,16 @@ impl x::SchemaType for CreateCustomizationSpecRequestType {
     const TYPE_NAME: &'static str = "CreateCustomizationSpecRequestType";
 }
 impl x::Structure for CreateCustomizationSpecRequestType {}
+impl std::fmt::Debug for CreateCustomizationSpecRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateCustomizationSpecRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateCustomizationSpecRequestType {
     fn decode_field(
         &mut self,
@@ -801,7 +961,7 @@ impl x::Request for CreateCustomizationSpecRequestType {
     }
 }
 /// `CreateDVPortgroupRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateDVPortgroupRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -812,6 +972,16 @@ impl x::SchemaType for CreateDVPortgroupRequestType {
     const TYPE_NAME: &'static str = "CreateDVPortgroupRequestType";
 }
 impl x::Structure for CreateDVPortgroupRequestType {}
+impl std::fmt::Debug for CreateDVPortgroupRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateDVPortgroupRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateDVPortgroupRequestType {
     fn decode_field(
         &mut self,
@@ -845,7 +1015,7 @@ impl x::Request for CreateDVPortgroupRequestType {
     }
 }
 /// `CreateDVSRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateDVSRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -856,6 +1026,16 @@ impl x::SchemaType for CreateDVSRequestType {
     const TYPE_NAME: &'static str = "CreateDVSRequestType";
 }
 impl x::Structure for CreateDVSRequestType {}
+impl std::fmt::Debug for CreateDVSRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateDVSRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateDVSRequestType {
     fn decode_field(
         &mut self,
@@ -889,7 +1069,7 @@ impl x::Request for CreateDVSRequestType {
     }
 }
 /// `CreateDatacenterRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateDatacenterRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -900,6 +1080,16 @@ impl x::SchemaType for CreateDatacenterRequestType {
     const TYPE_NAME: &'static str = "CreateDatacenterRequestType";
 }
 impl x::Structure for CreateDatacenterRequestType {}
+impl std::fmt::Debug for CreateDatacenterRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateDatacenterRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateDatacenterRequestType {
     fn decode_field(
         &mut self,
@@ -933,7 +1123,7 @@ impl x::Request for CreateDatacenterRequestType {
     }
 }
 /// `CreateDefaultProfileRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateDefaultProfileRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -948,6 +1138,16 @@ impl x::SchemaType for CreateDefaultProfileRequestType {
     const TYPE_NAME: &'static str = "CreateDefaultProfileRequestType";
 }
 impl x::Structure for CreateDefaultProfileRequestType {}
+impl std::fmt::Debug for CreateDefaultProfileRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateDefaultProfileRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateDefaultProfileRequestType {
     fn decode_field(
         &mut self,
@@ -985,7 +1185,7 @@ impl x::Request for CreateDefaultProfileRequestType {
     }
 }
 /// `CreateDescriptorRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateDescriptorRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -998,6 +1198,16 @@ impl x::SchemaType for CreateDescriptorRequestType {
     const TYPE_NAME: &'static str = "CreateDescriptorRequestType";
 }
 impl x::Structure for CreateDescriptorRequestType {}
+impl std::fmt::Debug for CreateDescriptorRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateDescriptorRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateDescriptorRequestType {
     fn decode_field(
         &mut self,
@@ -1033,7 +1243,7 @@ impl x::Request for CreateDescriptorRequestType {
     }
 }
 /// `CreateDiagnosticPartitionRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateDiagnosticPartitionRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1044,6 +1254,16 @@ impl x::SchemaType for CreateDiagnosticPartitionRequestType {
     const TYPE_NAME: &'static str = "CreateDiagnosticPartitionRequestType";
 }
 impl x::Structure for CreateDiagnosticPartitionRequestType {}
+impl std::fmt::Debug for CreateDiagnosticPartitionRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateDiagnosticPartitionRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateDiagnosticPartitionRequestType {
     fn decode_field(
         &mut self,
@@ -1077,7 +1297,7 @@ impl x::Request for CreateDiagnosticPartitionRequestType {
     }
 }
 /// `CreateDirectoryRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateDirectoryRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1094,6 +1314,16 @@ impl x::SchemaType for CreateDirectoryRequestType {
     const TYPE_NAME: &'static str = "CreateDirectoryRequestType";
 }
 impl x::Structure for CreateDirectoryRequestType {}
+impl std::fmt::Debug for CreateDirectoryRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateDirectoryRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateDirectoryRequestType {
     fn decode_field(
         &mut self,
@@ -1133,7 +1363,7 @@ impl x::Request for CreateDirectoryRequestType {
     }
 }
 /// `CreateDiskFromSnapshotRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct CreateDiskFromSnapshotRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1168,6 +1398,16 @@ impl x::SchemaType for CreateDiskFromSnapshotRequestType {
     const TYPE_NAME: &'static str = "CreateDiskFromSnapshotRequestType";
 }
 impl x::Structure for CreateDiskFromSnapshotRequestType {}
+impl std::fmt::Debug for CreateDiskFromSnapshotRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateDiskFromSnapshotRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for CreateDiskFromSnapshotRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -1260,7 +1500,7 @@ impl x::Request for CreateDiskFromSnapshotRequestType {
     }
 }
 /// `CreateDiskRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateDiskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1271,6 +1511,16 @@ impl x::SchemaType for CreateDiskRequestType {
     const TYPE_NAME: &'static str = "CreateDiskRequestType";
 }
 impl x::Structure for CreateDiskRequestType {}
+impl std::fmt::Debug for CreateDiskRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateDiskRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateDiskRequestType {
     fn decode_field(
         &mut self,
@@ -1304,7 +1554,7 @@ impl x::Request for CreateDiskRequestType {
     }
 }
 /// `CreateFilterRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateFilterRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1317,6 +1567,16 @@ impl x::SchemaType for CreateFilterRequestType {
     const TYPE_NAME: &'static str = "CreateFilterRequestType";
 }
 impl x::Structure for CreateFilterRequestType {}
+impl std::fmt::Debug for CreateFilterRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateFilterRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateFilterRequestType {
     fn decode_field(
         &mut self,
@@ -1352,7 +1612,7 @@ impl x::Request for CreateFilterRequestType {
     }
 }
 /// `CreateFolderRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateFolderRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1363,6 +1623,16 @@ impl x::SchemaType for CreateFolderRequestType {
     const TYPE_NAME: &'static str = "CreateFolderRequestType";
 }
 impl x::Structure for CreateFolderRequestType {}
+impl std::fmt::Debug for CreateFolderRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateFolderRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateFolderRequestType {
     fn decode_field(
         &mut self,
@@ -1396,7 +1666,7 @@ impl x::Request for CreateFolderRequestType {
     }
 }
 /// `CreateGroupRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateGroupRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1407,6 +1677,16 @@ impl x::SchemaType for CreateGroupRequestType {
     const TYPE_NAME: &'static str = "CreateGroupRequestType";
 }
 impl x::Structure for CreateGroupRequestType {}
+impl std::fmt::Debug for CreateGroupRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateGroupRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateGroupRequestType {
     fn decode_field(
         &mut self,
@@ -1440,7 +1720,7 @@ impl x::Request for CreateGroupRequestType {
     }
 }
 /// `CreateImportSpecRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateImportSpecRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1457,6 +1737,16 @@ impl x::SchemaType for CreateImportSpecRequestType {
     const TYPE_NAME: &'static str = "CreateImportSpecRequestType";
 }
 impl x::Structure for CreateImportSpecRequestType {}
+impl std::fmt::Debug for CreateImportSpecRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateImportSpecRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateImportSpecRequestType {
     fn decode_field(
         &mut self,
@@ -1496,7 +1786,7 @@ impl x::Request for CreateImportSpecRequestType {
     }
 }
 /// `CreateInventoryViewRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateInventoryViewRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1505,6 +1795,16 @@ impl x::SchemaType for CreateInventoryViewRequestType {
     const TYPE_NAME: &'static str = "CreateInventoryViewRequestType";
 }
 impl x::Structure for CreateInventoryViewRequestType {}
+impl std::fmt::Debug for CreateInventoryViewRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateInventoryViewRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateInventoryViewRequestType {
     fn decode_field(
         &mut self,
@@ -1536,7 +1836,7 @@ impl x::Request for CreateInventoryViewRequestType {
     }
 }
 /// `CreateIpPoolRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateIpPoolRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1549,6 +1849,16 @@ impl x::SchemaType for CreateIpPoolRequestType {
     const TYPE_NAME: &'static str = "CreateIpPoolRequestType";
 }
 impl x::Structure for CreateIpPoolRequestType {}
+impl std::fmt::Debug for CreateIpPoolRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateIpPoolRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateIpPoolRequestType {
     fn decode_field(
         &mut self,
@@ -1584,7 +1894,7 @@ impl x::Request for CreateIpPoolRequestType {
     }
 }
 /// `CreateListViewFromViewRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateListViewFromViewRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1595,6 +1905,16 @@ impl x::SchemaType for CreateListViewFromViewRequestType {
     const TYPE_NAME: &'static str = "CreateListViewFromViewRequestType";
 }
 impl x::Structure for CreateListViewFromViewRequestType {}
+impl std::fmt::Debug for CreateListViewFromViewRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateListViewFromViewRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateListViewFromViewRequestType {
     fn decode_field(
         &mut self,
@@ -1628,7 +1948,7 @@ impl x::Request for CreateListViewFromViewRequestType {
     }
 }
 /// `CreateListViewRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct CreateListViewRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1639,6 +1959,16 @@ impl x::SchemaType for CreateListViewRequestType {
     const TYPE_NAME: &'static str = "CreateListViewRequestType";
 }
 impl x::Structure for CreateListViewRequestType {}
+impl std::fmt::Debug for CreateListViewRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateListViewRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for CreateListViewRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -1680,7 +2010,7 @@ impl x::Request for CreateListViewRequestType {
     }
 }
 /// `CreateLocalDatastoreRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateLocalDatastoreRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1693,6 +2023,16 @@ impl x::SchemaType for CreateLocalDatastoreRequestType {
     const TYPE_NAME: &'static str = "CreateLocalDatastoreRequestType";
 }
 impl x::Structure for CreateLocalDatastoreRequestType {}
+impl std::fmt::Debug for CreateLocalDatastoreRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateLocalDatastoreRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateLocalDatastoreRequestType {
     fn decode_field(
         &mut self,
@@ -1728,7 +2068,7 @@ impl x::Request for CreateLocalDatastoreRequestType {
     }
 }
 /// `CreateNasDatastoreRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateNasDatastoreRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1739,6 +2079,16 @@ impl x::SchemaType for CreateNasDatastoreRequestType {
     const TYPE_NAME: &'static str = "CreateNasDatastoreRequestType";
 }
 impl x::Structure for CreateNasDatastoreRequestType {}
+impl std::fmt::Debug for CreateNasDatastoreRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateNasDatastoreRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateNasDatastoreRequestType {
     fn decode_field(
         &mut self,
@@ -1772,7 +2122,7 @@ impl x::Request for CreateNasDatastoreRequestType {
     }
 }
 /// `CreateNvdimmNamespaceRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateNvdimmNamespaceRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1783,6 +2133,16 @@ impl x::SchemaType for CreateNvdimmNamespaceRequestType {
     const TYPE_NAME: &'static str = "CreateNvdimmNamespaceRequestType";
 }
 impl x::Structure for CreateNvdimmNamespaceRequestType {}
+impl std::fmt::Debug for CreateNvdimmNamespaceRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateNvdimmNamespaceRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateNvdimmNamespaceRequestType {
     fn decode_field(
         &mut self,
@@ -1816,7 +2176,7 @@ impl x::Request for CreateNvdimmNamespaceRequestType {
     }
 }
 /// `CreateNvdimmPMemNamespaceRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateNvdimmPMemNamespaceRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1827,6 +2187,16 @@ impl x::SchemaType for CreateNvdimmPMemNamespaceRequestType {
     const TYPE_NAME: &'static str = "CreateNvdimmPMemNamespaceRequestType";
 }
 impl x::Structure for CreateNvdimmPMemNamespaceRequestType {}
+impl std::fmt::Debug for CreateNvdimmPMemNamespaceRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateNvdimmPMemNamespaceRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateNvdimmPMemNamespaceRequestType {
     fn decode_field(
         &mut self,
@@ -1860,7 +2230,7 @@ impl x::Request for CreateNvdimmPMemNamespaceRequestType {
     }
 }
 /// `CreateNvmeOverRdmaAdapterRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateNvmeOverRdmaAdapterRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1871,6 +2241,16 @@ impl x::SchemaType for CreateNvmeOverRdmaAdapterRequestType {
     const TYPE_NAME: &'static str = "CreateNvmeOverRdmaAdapterRequestType";
 }
 impl x::Structure for CreateNvmeOverRdmaAdapterRequestType {}
+impl std::fmt::Debug for CreateNvmeOverRdmaAdapterRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateNvmeOverRdmaAdapterRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateNvmeOverRdmaAdapterRequestType {
     fn decode_field(
         &mut self,
@@ -1904,7 +2284,7 @@ impl x::Request for CreateNvmeOverRdmaAdapterRequestType {
     }
 }
 /// `CreateObjectScheduledTaskRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateObjectScheduledTaskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1917,6 +2297,16 @@ impl x::SchemaType for CreateObjectScheduledTaskRequestType {
     const TYPE_NAME: &'static str = "CreateObjectScheduledTaskRequestType";
 }
 impl x::Structure for CreateObjectScheduledTaskRequestType {}
+impl std::fmt::Debug for CreateObjectScheduledTaskRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateObjectScheduledTaskRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateObjectScheduledTaskRequestType {
     fn decode_field(
         &mut self,
@@ -1952,7 +2342,7 @@ impl x::Request for CreateObjectScheduledTaskRequestType {
     }
 }
 /// `CreatePerfIntervalRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreatePerfIntervalRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1963,6 +2353,16 @@ impl x::SchemaType for CreatePerfIntervalRequestType {
     const TYPE_NAME: &'static str = "CreatePerfIntervalRequestType";
 }
 impl x::Structure for CreatePerfIntervalRequestType {}
+impl std::fmt::Debug for CreatePerfIntervalRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreatePerfIntervalRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreatePerfIntervalRequestType {
     fn decode_field(
         &mut self,
@@ -1996,7 +2396,7 @@ impl x::Request for CreatePerfIntervalRequestType {
     }
 }
 /// `CreateProfileRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateProfileRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2007,6 +2407,16 @@ impl x::SchemaType for CreateProfileRequestType {
     const TYPE_NAME: &'static str = "CreateProfileRequestType";
 }
 impl x::Structure for CreateProfileRequestType {}
+impl std::fmt::Debug for CreateProfileRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateProfileRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateProfileRequestType {
     fn decode_field(
         &mut self,
@@ -2040,7 +2450,7 @@ impl x::Request for CreateProfileRequestType {
     }
 }
 /// `CreatePropertyCollectorRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreatePropertyCollectorRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2049,6 +2459,16 @@ impl x::SchemaType for CreatePropertyCollectorRequestType {
     const TYPE_NAME: &'static str = "CreatePropertyCollectorRequestType";
 }
 impl x::Structure for CreatePropertyCollectorRequestType {}
+impl std::fmt::Debug for CreatePropertyCollectorRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreatePropertyCollectorRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreatePropertyCollectorRequestType {
     fn decode_field(
         &mut self,
@@ -2080,7 +2500,7 @@ impl x::Request for CreatePropertyCollectorRequestType {
     }
 }
 /// `CreateRegistryKeyInGuestRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateRegistryKeyInGuestRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2099,6 +2519,16 @@ impl x::SchemaType for CreateRegistryKeyInGuestRequestType {
     const TYPE_NAME: &'static str = "CreateRegistryKeyInGuestRequestType";
 }
 impl x::Structure for CreateRegistryKeyInGuestRequestType {}
+impl std::fmt::Debug for CreateRegistryKeyInGuestRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateRegistryKeyInGuestRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateRegistryKeyInGuestRequestType {
     fn decode_field(
         &mut self,
@@ -2140,7 +2570,7 @@ impl x::Request for CreateRegistryKeyInGuestRequestType {
     }
 }
 /// `CreateResourcePoolRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateResourcePoolRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2153,6 +2583,16 @@ impl x::SchemaType for CreateResourcePoolRequestType {
     const TYPE_NAME: &'static str = "CreateResourcePoolRequestType";
 }
 impl x::Structure for CreateResourcePoolRequestType {}
+impl std::fmt::Debug for CreateResourcePoolRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateResourcePoolRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateResourcePoolRequestType {
     fn decode_field(
         &mut self,
@@ -2188,7 +2628,7 @@ impl x::Request for CreateResourcePoolRequestType {
     }
 }
 /// `CreateScheduledTaskRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateScheduledTaskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2201,6 +2641,16 @@ impl x::SchemaType for CreateScheduledTaskRequestType {
     const TYPE_NAME: &'static str = "CreateScheduledTaskRequestType";
 }
 impl x::Structure for CreateScheduledTaskRequestType {}
+impl std::fmt::Debug for CreateScheduledTaskRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateScheduledTaskRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateScheduledTaskRequestType {
     fn decode_field(
         &mut self,
@@ -2236,7 +2686,7 @@ impl x::Request for CreateScheduledTaskRequestType {
     }
 }
 /// `CreateScreenshotRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateScreenshotRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2245,6 +2695,16 @@ impl x::SchemaType for CreateScreenshotRequestType {
     const TYPE_NAME: &'static str = "CreateScreenshotRequestType";
 }
 impl x::Structure for CreateScreenshotRequestType {}
+impl std::fmt::Debug for CreateScreenshotRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateScreenshotRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateScreenshotRequestType {
     fn decode_field(
         &mut self,
@@ -2276,7 +2736,7 @@ impl x::Request for CreateScreenshotRequestType {
     }
 }
 /// `CreateSecondaryVMExRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateSecondaryVMExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2289,6 +2749,16 @@ impl x::SchemaType for CreateSecondaryVMExRequestType {
     const TYPE_NAME: &'static str = "CreateSecondaryVMExRequestType";
 }
 impl x::Structure for CreateSecondaryVMExRequestType {}
+impl std::fmt::Debug for CreateSecondaryVMExRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateSecondaryVMExRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateSecondaryVMExRequestType {
     fn decode_field(
         &mut self,
@@ -2324,7 +2794,7 @@ impl x::Request for CreateSecondaryVMExRequestType {
     }
 }
 /// `CreateSecondaryVMRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateSecondaryVMRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2335,6 +2805,16 @@ impl x::SchemaType for CreateSecondaryVMRequestType {
     const TYPE_NAME: &'static str = "CreateSecondaryVMRequestType";
 }
 impl x::Structure for CreateSecondaryVMRequestType {}
+impl std::fmt::Debug for CreateSecondaryVMRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateSecondaryVMRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateSecondaryVMRequestType {
     fn decode_field(
         &mut self,
@@ -2368,7 +2848,7 @@ impl x::Request for CreateSecondaryVMRequestType {
     }
 }
 /// `CreateSnapshotExRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateSnapshotExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2385,6 +2865,16 @@ impl x::SchemaType for CreateSnapshotExRequestType {
     const TYPE_NAME: &'static str = "CreateSnapshotExRequestType";
 }
 impl x::Structure for CreateSnapshotExRequestType {}
+impl std::fmt::Debug for CreateSnapshotExRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateSnapshotExRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateSnapshotExRequestType {
     fn decode_field(
         &mut self,
@@ -2424,7 +2914,7 @@ impl x::Request for CreateSnapshotExRequestType {
     }
 }
 /// `CreateSnapshotRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateSnapshotRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2441,6 +2931,16 @@ impl x::SchemaType for CreateSnapshotRequestType {
     const TYPE_NAME: &'static str = "CreateSnapshotRequestType";
 }
 impl x::Structure for CreateSnapshotRequestType {}
+impl std::fmt::Debug for CreateSnapshotRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateSnapshotRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateSnapshotRequestType {
     fn decode_field(
         &mut self,
@@ -2480,7 +2980,7 @@ impl x::Request for CreateSnapshotRequestType {
     }
 }
 /// `CreateSoftwareAdapterRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateSoftwareAdapterRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2491,6 +2991,16 @@ impl x::SchemaType for CreateSoftwareAdapterRequestType {
     const TYPE_NAME: &'static str = "CreateSoftwareAdapterRequestType";
 }
 impl x::Structure for CreateSoftwareAdapterRequestType {}
+impl std::fmt::Debug for CreateSoftwareAdapterRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateSoftwareAdapterRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateSoftwareAdapterRequestType {
     fn decode_field(
         &mut self,
@@ -2524,7 +3034,7 @@ impl x::Request for CreateSoftwareAdapterRequestType {
     }
 }
 /// `CreateStoragePodRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateStoragePodRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2535,6 +3045,16 @@ impl x::SchemaType for CreateStoragePodRequestType {
     const TYPE_NAME: &'static str = "CreateStoragePodRequestType";
 }
 impl x::Structure for CreateStoragePodRequestType {}
+impl std::fmt::Debug for CreateStoragePodRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateStoragePodRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateStoragePodRequestType {
     fn decode_field(
         &mut self,
@@ -2568,7 +3088,7 @@ impl x::Request for CreateStoragePodRequestType {
     }
 }
 /// `CreateTaskRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateTaskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2589,6 +3109,16 @@ impl x::SchemaType for CreateTaskRequestType {
     const TYPE_NAME: &'static str = "CreateTaskRequestType";
 }
 impl x::Structure for CreateTaskRequestType {}
+impl std::fmt::Debug for CreateTaskRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateTaskRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateTaskRequestType {
     fn decode_field(
         &mut self,
@@ -2632,7 +3162,7 @@ impl x::Request for CreateTaskRequestType {
     }
 }
 /// `CreateTemporaryDirectoryInGuestRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateTemporaryDirectoryInGuestRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2651,6 +3181,16 @@ impl x::SchemaType for CreateTemporaryDirectoryInGuestRequestType {
     const TYPE_NAME: &'static str = "CreateTemporaryDirectoryInGuestRequestType";
 }
 impl x::Structure for CreateTemporaryDirectoryInGuestRequestType {}
+impl std::fmt::Debug for CreateTemporaryDirectoryInGuestRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateTemporaryDirectoryInGuestRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateTemporaryDirectoryInGuestRequestType {
     fn decode_field(
         &mut self,
@@ -2692,7 +3232,7 @@ impl x::Request for CreateTemporaryDirectoryInGuestRequestType {
     }
 }
 /// `CreateTemporaryFileInGuestRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateTemporaryFileInGuestRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2711,6 +3251,16 @@ impl x::SchemaType for CreateTemporaryFileInGuestRequestType {
     const TYPE_NAME: &'static str = "CreateTemporaryFileInGuestRequestType";
 }
 impl x::Structure for CreateTemporaryFileInGuestRequestType {}
+impl std::fmt::Debug for CreateTemporaryFileInGuestRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateTemporaryFileInGuestRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateTemporaryFileInGuestRequestType {
     fn decode_field(
         &mut self,
@@ -2752,7 +3302,7 @@ impl x::Request for CreateTemporaryFileInGuestRequestType {
     }
 }
 /// `CreateUserRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateUserRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2763,6 +3313,16 @@ impl x::SchemaType for CreateUserRequestType {
     const TYPE_NAME: &'static str = "CreateUserRequestType";
 }
 impl x::Structure for CreateUserRequestType {}
+impl std::fmt::Debug for CreateUserRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateUserRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateUserRequestType {
     fn decode_field(
         &mut self,
@@ -2796,7 +3356,7 @@ impl x::Request for CreateUserRequestType {
     }
 }
 /// `CreateVAppRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateVAppRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2813,6 +3373,16 @@ impl x::SchemaType for CreateVAppRequestType {
     const TYPE_NAME: &'static str = "CreateVAppRequestType";
 }
 impl x::Structure for CreateVAppRequestType {}
+impl std::fmt::Debug for CreateVAppRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateVAppRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateVAppRequestType {
     fn decode_field(
         &mut self,
@@ -2852,7 +3422,7 @@ impl x::Request for CreateVAppRequestType {
     }
 }
 /// `CreateVMRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateVMRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2867,6 +3437,16 @@ impl x::SchemaType for CreateVMRequestType {
     const TYPE_NAME: &'static str = "CreateVMRequestType";
 }
 impl x::Structure for CreateVMRequestType {}
+impl std::fmt::Debug for CreateVMRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateVMRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateVMRequestType {
     fn decode_field(
         &mut self,
@@ -2904,7 +3484,7 @@ impl x::Request for CreateVMRequestType {
     }
 }
 /// `CreateVirtualDiskRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateVirtualDiskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2919,6 +3499,16 @@ impl x::SchemaType for CreateVirtualDiskRequestType {
     const TYPE_NAME: &'static str = "CreateVirtualDiskRequestType";
 }
 impl x::Structure for CreateVirtualDiskRequestType {}
+impl std::fmt::Debug for CreateVirtualDiskRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateVirtualDiskRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateVirtualDiskRequestType {
     fn decode_field(
         &mut self,
@@ -2956,7 +3546,7 @@ impl x::Request for CreateVirtualDiskRequestType {
     }
 }
 /// `CreateVmfsDatastoreRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateVmfsDatastoreRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2967,6 +3557,16 @@ impl x::SchemaType for CreateVmfsDatastoreRequestType {
     const TYPE_NAME: &'static str = "CreateVmfsDatastoreRequestType";
 }
 impl x::Structure for CreateVmfsDatastoreRequestType {}
+impl std::fmt::Debug for CreateVmfsDatastoreRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateVmfsDatastoreRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateVmfsDatastoreRequestType {
     fn decode_field(
         &mut self,
@@ -3000,7 +3600,7 @@ impl x::Request for CreateVmfsDatastoreRequestType {
     }
 }
 /// `CreateVvolDatastoreRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CreateVvolDatastoreRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -3011,6 +3611,16 @@ impl x::SchemaType for CreateVvolDatastoreRequestType {
     const TYPE_NAME: &'static str = "CreateVvolDatastoreRequestType";
 }
 impl x::Structure for CreateVvolDatastoreRequestType {}
+impl std::fmt::Debug for CreateVvolDatastoreRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CreateVvolDatastoreRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CreateVvolDatastoreRequestType {
     fn decode_field(
         &mut self,

@@ -6,7 +6,7 @@ use super::*;
 use crate::xml as x;
 
 /// `CryptoManagerHostDisableRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CryptoManagerHostDisableRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -15,6 +15,16 @@ impl x::SchemaType for CryptoManagerHostDisableRequestType {
     const TYPE_NAME: &'static str = "CryptoManagerHostDisableRequestType";
 }
 impl x::Structure for CryptoManagerHostDisableRequestType {}
+impl std::fmt::Debug for CryptoManagerHostDisableRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CryptoManagerHostDisableRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CryptoManagerHostDisableRequestType {
     fn decode_field(
         &mut self,
@@ -46,7 +56,7 @@ impl x::Request for CryptoManagerHostDisableRequestType {
     }
 }
 /// `CryptoManagerHostEnableRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CryptoManagerHostEnableRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -57,6 +67,16 @@ impl x::SchemaType for CryptoManagerHostEnableRequestType {
     const TYPE_NAME: &'static str = "CryptoManagerHostEnableRequestType";
 }
 impl x::Structure for CryptoManagerHostEnableRequestType {}
+impl std::fmt::Debug for CryptoManagerHostEnableRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CryptoManagerHostEnableRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CryptoManagerHostEnableRequestType {
     fn decode_field(
         &mut self,
@@ -90,7 +110,7 @@ impl x::Request for CryptoManagerHostEnableRequestType {
     }
 }
 /// `CryptoManagerHostPrepareRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CryptoManagerHostPrepareRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -99,6 +119,16 @@ impl x::SchemaType for CryptoManagerHostPrepareRequestType {
     const TYPE_NAME: &'static str = "CryptoManagerHostPrepareRequestType";
 }
 impl x::Structure for CryptoManagerHostPrepareRequestType {}
+impl std::fmt::Debug for CryptoManagerHostPrepareRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CryptoManagerHostPrepareRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CryptoManagerHostPrepareRequestType {
     fn decode_field(
         &mut self,
@@ -130,7 +160,7 @@ impl x::Request for CryptoManagerHostPrepareRequestType {
     }
 }
 /// `CryptoUnlockRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CryptoUnlockRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -139,6 +169,16 @@ impl x::SchemaType for CryptoUnlockRequestType {
     const TYPE_NAME: &'static str = "CryptoUnlockRequestType";
 }
 impl x::Structure for CryptoUnlockRequestType {}
+impl std::fmt::Debug for CryptoUnlockRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CryptoUnlockRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CryptoUnlockRequestType {
     fn decode_field(
         &mut self,
@@ -170,7 +210,7 @@ impl x::Request for CryptoUnlockRequestType {
     }
 }
 /// `CurrentTimeRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CurrentTimeRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -179,6 +219,16 @@ impl x::SchemaType for CurrentTimeRequestType {
     const TYPE_NAME: &'static str = "CurrentTimeRequestType";
 }
 impl x::Structure for CurrentTimeRequestType {}
+impl std::fmt::Debug for CurrentTimeRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CurrentTimeRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CurrentTimeRequestType {
     fn decode_field(
         &mut self,
@@ -210,7 +260,7 @@ impl x::Request for CurrentTimeRequestType {
     }
 }
 /// `CustomizationSpecItemToXmlRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizationSpecItemToXmlRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -221,6 +271,16 @@ impl x::SchemaType for CustomizationSpecItemToXmlRequestType {
     const TYPE_NAME: &'static str = "CustomizationSpecItemToXmlRequestType";
 }
 impl x::Structure for CustomizationSpecItemToXmlRequestType {}
+impl std::fmt::Debug for CustomizationSpecItemToXmlRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CustomizationSpecItemToXmlRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CustomizationSpecItemToXmlRequestType {
     fn decode_field(
         &mut self,
@@ -254,7 +314,7 @@ impl x::Request for CustomizationSpecItemToXmlRequestType {
     }
 }
 /// `CustomizeGuestRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct CustomizeGuestRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -271,6 +331,16 @@ impl x::SchemaType for CustomizeGuestRequestType {
     const TYPE_NAME: &'static str = "CustomizeGuestRequestType";
 }
 impl x::Structure for CustomizeGuestRequestType {}
+impl std::fmt::Debug for CustomizeGuestRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CustomizeGuestRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for CustomizeGuestRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -321,7 +391,7 @@ impl x::Request for CustomizeGuestRequestType {
     }
 }
 /// `CustomizeVMRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct CustomizeVMRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -332,6 +402,16 @@ impl x::SchemaType for CustomizeVMRequestType {
     const TYPE_NAME: &'static str = "CustomizeVMRequestType";
 }
 impl x::Structure for CustomizeVMRequestType {}
+impl std::fmt::Debug for CustomizeVMRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for CustomizeVMRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for CustomizeVMRequestType {
     fn decode_field(
         &mut self,
@@ -365,7 +445,7 @@ impl x::Request for CustomizeVMRequestType {
     }
 }
 /// `DVPortgroupRollbackRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DVPortgroupRollbackRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -376,6 +456,16 @@ impl x::SchemaType for DVPortgroupRollbackRequestType {
     const TYPE_NAME: &'static str = "DVPortgroupRollbackRequestType";
 }
 impl x::Structure for DVPortgroupRollbackRequestType {}
+impl std::fmt::Debug for DVPortgroupRollbackRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DVPortgroupRollbackRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DVPortgroupRollbackRequestType {
     fn decode_field(
         &mut self,
@@ -409,7 +499,7 @@ impl x::Request for DVPortgroupRollbackRequestType {
     }
 }
 /// `DVSManagerExportEntityRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct DVSManagerExportEntityRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -420,6 +510,16 @@ impl x::SchemaType for DVSManagerExportEntityRequestType {
     const TYPE_NAME: &'static str = "DVSManagerExportEntityRequestType";
 }
 impl x::Structure for DVSManagerExportEntityRequestType {}
+impl std::fmt::Debug for DVSManagerExportEntityRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DVSManagerExportEntityRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for DVSManagerExportEntityRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -461,7 +561,7 @@ impl x::Request for DVSManagerExportEntityRequestType {
     }
 }
 /// `DVSManagerImportEntityRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct DVSManagerImportEntityRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -474,6 +574,16 @@ impl x::SchemaType for DVSManagerImportEntityRequestType {
     const TYPE_NAME: &'static str = "DVSManagerImportEntityRequestType";
 }
 impl x::Structure for DVSManagerImportEntityRequestType {}
+impl std::fmt::Debug for DVSManagerImportEntityRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DVSManagerImportEntityRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for DVSManagerImportEntityRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -518,7 +628,7 @@ impl x::Request for DVSManagerImportEntityRequestType {
     }
 }
 /// `DVSManagerLookupDvPortGroupRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DVSManagerLookupDvPortGroupRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -531,6 +641,16 @@ impl x::SchemaType for DVSManagerLookupDvPortGroupRequestType {
     const TYPE_NAME: &'static str = "DVSManagerLookupDvPortGroupRequestType";
 }
 impl x::Structure for DVSManagerLookupDvPortGroupRequestType {}
+impl std::fmt::Debug for DVSManagerLookupDvPortGroupRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DVSManagerLookupDvPortGroupRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DVSManagerLookupDvPortGroupRequestType {
     fn decode_field(
         &mut self,
@@ -566,7 +686,7 @@ impl x::Request for DVSManagerLookupDvPortGroupRequestType {
     }
 }
 /// `DVSRollbackRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DVSRollbackRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -577,6 +697,16 @@ impl x::SchemaType for DVSRollbackRequestType {
     const TYPE_NAME: &'static str = "DVSRollbackRequestType";
 }
 impl x::Structure for DVSRollbackRequestType {}
+impl std::fmt::Debug for DVSRollbackRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DVSRollbackRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DVSRollbackRequestType {
     fn decode_field(
         &mut self,
@@ -610,7 +740,7 @@ impl x::Request for DVSRollbackRequestType {
     }
 }
 /// `DatastoreEnterMaintenanceModeRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DatastoreEnterMaintenanceModeRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -619,6 +749,16 @@ impl x::SchemaType for DatastoreEnterMaintenanceModeRequestType {
     const TYPE_NAME: &'static str = "DatastoreEnterMaintenanceModeRequestType";
 }
 impl x::Structure for DatastoreEnterMaintenanceModeRequestType {}
+impl std::fmt::Debug for DatastoreEnterMaintenanceModeRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DatastoreEnterMaintenanceModeRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DatastoreEnterMaintenanceModeRequestType {
     fn decode_field(
         &mut self,
@@ -650,7 +790,7 @@ impl x::Request for DatastoreEnterMaintenanceModeRequestType {
     }
 }
 /// `DatastoreExitMaintenanceModeRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DatastoreExitMaintenanceModeRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -659,6 +799,16 @@ impl x::SchemaType for DatastoreExitMaintenanceModeRequestType {
     const TYPE_NAME: &'static str = "DatastoreExitMaintenanceModeRequestType";
 }
 impl x::Structure for DatastoreExitMaintenanceModeRequestType {}
+impl std::fmt::Debug for DatastoreExitMaintenanceModeRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DatastoreExitMaintenanceModeRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DatastoreExitMaintenanceModeRequestType {
     fn decode_field(
         &mut self,
@@ -690,7 +840,7 @@ impl x::Request for DatastoreExitMaintenanceModeRequestType {
     }
 }
 /// `DecodeLicenseRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DecodeLicenseRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -701,6 +851,16 @@ impl x::SchemaType for DecodeLicenseRequestType {
     const TYPE_NAME: &'static str = "DecodeLicenseRequestType";
 }
 impl x::Structure for DecodeLicenseRequestType {}
+impl std::fmt::Debug for DecodeLicenseRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DecodeLicenseRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DecodeLicenseRequestType {
     fn decode_field(
         &mut self,
@@ -734,7 +894,7 @@ impl x::Request for DecodeLicenseRequestType {
     }
 }
 /// `DefragmentAllDisksRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DefragmentAllDisksRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -743,6 +903,16 @@ impl x::SchemaType for DefragmentAllDisksRequestType {
     const TYPE_NAME: &'static str = "DefragmentAllDisksRequestType";
 }
 impl x::Structure for DefragmentAllDisksRequestType {}
+impl std::fmt::Debug for DefragmentAllDisksRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DefragmentAllDisksRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DefragmentAllDisksRequestType {
     fn decode_field(
         &mut self,
@@ -774,7 +944,7 @@ impl x::Request for DefragmentAllDisksRequestType {
     }
 }
 /// `DefragmentVirtualDiskRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DefragmentVirtualDiskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -787,6 +957,16 @@ impl x::SchemaType for DefragmentVirtualDiskRequestType {
     const TYPE_NAME: &'static str = "DefragmentVirtualDiskRequestType";
 }
 impl x::Structure for DefragmentVirtualDiskRequestType {}
+impl std::fmt::Debug for DefragmentVirtualDiskRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DefragmentVirtualDiskRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DefragmentVirtualDiskRequestType {
     fn decode_field(
         &mut self,
@@ -822,7 +1002,7 @@ impl x::Request for DefragmentVirtualDiskRequestType {
     }
 }
 /// `DeleteCustomizationSpecRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DeleteCustomizationSpecRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -833,6 +1013,16 @@ impl x::SchemaType for DeleteCustomizationSpecRequestType {
     const TYPE_NAME: &'static str = "DeleteCustomizationSpecRequestType";
 }
 impl x::Structure for DeleteCustomizationSpecRequestType {}
+impl std::fmt::Debug for DeleteCustomizationSpecRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DeleteCustomizationSpecRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DeleteCustomizationSpecRequestType {
     fn decode_field(
         &mut self,
@@ -866,7 +1056,7 @@ impl x::Request for DeleteCustomizationSpecRequestType {
     }
 }
 /// `DeleteDatastoreFileRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DeleteDatastoreFileRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -879,6 +1069,16 @@ impl x::SchemaType for DeleteDatastoreFileRequestType {
     const TYPE_NAME: &'static str = "DeleteDatastoreFileRequestType";
 }
 impl x::Structure for DeleteDatastoreFileRequestType {}
+impl std::fmt::Debug for DeleteDatastoreFileRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DeleteDatastoreFileRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DeleteDatastoreFileRequestType {
     fn decode_field(
         &mut self,
@@ -914,7 +1114,7 @@ impl x::Request for DeleteDatastoreFileRequestType {
     }
 }
 /// `DeleteDirectoryInGuestRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DeleteDirectoryInGuestRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -931,6 +1131,16 @@ impl x::SchemaType for DeleteDirectoryInGuestRequestType {
     const TYPE_NAME: &'static str = "DeleteDirectoryInGuestRequestType";
 }
 impl x::Structure for DeleteDirectoryInGuestRequestType {}
+impl std::fmt::Debug for DeleteDirectoryInGuestRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DeleteDirectoryInGuestRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DeleteDirectoryInGuestRequestType {
     fn decode_field(
         &mut self,
@@ -970,7 +1180,7 @@ impl x::Request for DeleteDirectoryInGuestRequestType {
     }
 }
 /// `DeleteDirectoryRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DeleteDirectoryRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -983,6 +1193,16 @@ impl x::SchemaType for DeleteDirectoryRequestType {
     const TYPE_NAME: &'static str = "DeleteDirectoryRequestType";
 }
 impl x::Structure for DeleteDirectoryRequestType {}
+impl std::fmt::Debug for DeleteDirectoryRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DeleteDirectoryRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DeleteDirectoryRequestType {
     fn decode_field(
         &mut self,
@@ -1018,7 +1238,7 @@ impl x::Request for DeleteDirectoryRequestType {
     }
 }
 /// `DeleteFileInGuestRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DeleteFileInGuestRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1033,6 +1253,16 @@ impl x::SchemaType for DeleteFileInGuestRequestType {
     const TYPE_NAME: &'static str = "DeleteFileInGuestRequestType";
 }
 impl x::Structure for DeleteFileInGuestRequestType {}
+impl std::fmt::Debug for DeleteFileInGuestRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DeleteFileInGuestRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DeleteFileInGuestRequestType {
     fn decode_field(
         &mut self,
@@ -1070,7 +1300,7 @@ impl x::Request for DeleteFileInGuestRequestType {
     }
 }
 /// `DeleteFileRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DeleteFileRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1081,6 +1311,16 @@ impl x::SchemaType for DeleteFileRequestType {
     const TYPE_NAME: &'static str = "DeleteFileRequestType";
 }
 impl x::Structure for DeleteFileRequestType {}
+impl std::fmt::Debug for DeleteFileRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DeleteFileRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DeleteFileRequestType {
     fn decode_field(
         &mut self,
@@ -1114,7 +1354,7 @@ impl x::Request for DeleteFileRequestType {
     }
 }
 /// `DeleteHostSpecificationRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DeleteHostSpecificationRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1125,6 +1365,16 @@ impl x::SchemaType for DeleteHostSpecificationRequestType {
     const TYPE_NAME: &'static str = "DeleteHostSpecificationRequestType";
 }
 impl x::Structure for DeleteHostSpecificationRequestType {}
+impl std::fmt::Debug for DeleteHostSpecificationRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DeleteHostSpecificationRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DeleteHostSpecificationRequestType {
     fn decode_field(
         &mut self,
@@ -1158,7 +1408,7 @@ impl x::Request for DeleteHostSpecificationRequestType {
     }
 }
 /// `DeleteHostSubSpecificationRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DeleteHostSubSpecificationRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1171,6 +1421,16 @@ impl x::SchemaType for DeleteHostSubSpecificationRequestType {
     const TYPE_NAME: &'static str = "DeleteHostSubSpecificationRequestType";
 }
 impl x::Structure for DeleteHostSubSpecificationRequestType {}
+impl std::fmt::Debug for DeleteHostSubSpecificationRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DeleteHostSubSpecificationRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DeleteHostSubSpecificationRequestType {
     fn decode_field(
         &mut self,
@@ -1206,7 +1466,7 @@ impl x::Request for DeleteHostSubSpecificationRequestType {
     }
 }
 /// `DeleteNvdimmBlockNamespacesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DeleteNvdimmBlockNamespacesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1215,6 +1475,16 @@ impl x::SchemaType for DeleteNvdimmBlockNamespacesRequestType {
     const TYPE_NAME: &'static str = "DeleteNvdimmBlockNamespacesRequestType";
 }
 impl x::Structure for DeleteNvdimmBlockNamespacesRequestType {}
+impl std::fmt::Debug for DeleteNvdimmBlockNamespacesRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DeleteNvdimmBlockNamespacesRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DeleteNvdimmBlockNamespacesRequestType {
     fn decode_field(
         &mut self,
@@ -1246,7 +1516,7 @@ impl x::Request for DeleteNvdimmBlockNamespacesRequestType {
     }
 }
 /// `DeleteNvdimmNamespaceRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DeleteNvdimmNamespaceRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1257,6 +1527,16 @@ impl x::SchemaType for DeleteNvdimmNamespaceRequestType {
     const TYPE_NAME: &'static str = "DeleteNvdimmNamespaceRequestType";
 }
 impl x::Structure for DeleteNvdimmNamespaceRequestType {}
+impl std::fmt::Debug for DeleteNvdimmNamespaceRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DeleteNvdimmNamespaceRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DeleteNvdimmNamespaceRequestType {
     fn decode_field(
         &mut self,
@@ -1290,7 +1570,7 @@ impl x::Request for DeleteNvdimmNamespaceRequestType {
     }
 }
 /// `DeleteRegistryKeyInGuestRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DeleteRegistryKeyInGuestRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1307,6 +1587,16 @@ impl x::SchemaType for DeleteRegistryKeyInGuestRequestType {
     const TYPE_NAME: &'static str = "DeleteRegistryKeyInGuestRequestType";
 }
 impl x::Structure for DeleteRegistryKeyInGuestRequestType {}
+impl std::fmt::Debug for DeleteRegistryKeyInGuestRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DeleteRegistryKeyInGuestRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DeleteRegistryKeyInGuestRequestType {
     fn decode_field(
         &mut self,
@@ -1346,7 +1636,7 @@ impl x::Request for DeleteRegistryKeyInGuestRequestType {
     }
 }
 /// `DeleteRegistryValueInGuestRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DeleteRegistryValueInGuestRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1361,6 +1651,16 @@ impl x::SchemaType for DeleteRegistryValueInGuestRequestType {
     const TYPE_NAME: &'static str = "DeleteRegistryValueInGuestRequestType";
 }
 impl x::Structure for DeleteRegistryValueInGuestRequestType {}
+impl std::fmt::Debug for DeleteRegistryValueInGuestRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DeleteRegistryValueInGuestRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DeleteRegistryValueInGuestRequestType {
     fn decode_field(
         &mut self,
@@ -1398,7 +1698,7 @@ impl x::Request for DeleteRegistryValueInGuestRequestType {
     }
 }
 /// `DeleteScsiLunStateRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DeleteScsiLunStateRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1409,6 +1709,16 @@ impl x::SchemaType for DeleteScsiLunStateRequestType {
     const TYPE_NAME: &'static str = "DeleteScsiLunStateRequestType";
 }
 impl x::Structure for DeleteScsiLunStateRequestType {}
+impl std::fmt::Debug for DeleteScsiLunStateRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DeleteScsiLunStateRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DeleteScsiLunStateRequestType {
     fn decode_field(
         &mut self,
@@ -1442,7 +1752,7 @@ impl x::Request for DeleteScsiLunStateRequestType {
     }
 }
 /// `DeleteSnapshotRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DeleteSnapshotRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1457,6 +1767,16 @@ impl x::SchemaType for DeleteSnapshotRequestType {
     const TYPE_NAME: &'static str = "DeleteSnapshotRequestType";
 }
 impl x::Structure for DeleteSnapshotRequestType {}
+impl std::fmt::Debug for DeleteSnapshotRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DeleteSnapshotRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DeleteSnapshotRequestType {
     fn decode_field(
         &mut self,
@@ -1494,7 +1814,7 @@ impl x::Request for DeleteSnapshotRequestType {
     }
 }
 /// `DeleteVStorageObjectExRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DeleteVStorageObjectExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1507,6 +1827,16 @@ impl x::SchemaType for DeleteVStorageObjectExRequestType {
     const TYPE_NAME: &'static str = "DeleteVStorageObjectExRequestType";
 }
 impl x::Structure for DeleteVStorageObjectExRequestType {}
+impl std::fmt::Debug for DeleteVStorageObjectExRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DeleteVStorageObjectExRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DeleteVStorageObjectExRequestType {
     fn decode_field(
         &mut self,
@@ -1542,7 +1872,7 @@ impl x::Request for DeleteVStorageObjectExRequestType {
     }
 }
 /// `DeleteVStorageObjectRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DeleteVStorageObjectRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1555,6 +1885,16 @@ impl x::SchemaType for DeleteVStorageObjectRequestType {
     const TYPE_NAME: &'static str = "DeleteVStorageObjectRequestType";
 }
 impl x::Structure for DeleteVStorageObjectRequestType {}
+impl std::fmt::Debug for DeleteVStorageObjectRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DeleteVStorageObjectRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DeleteVStorageObjectRequestType {
     fn decode_field(
         &mut self,
@@ -1590,7 +1930,7 @@ impl x::Request for DeleteVStorageObjectRequestType {
     }
 }
 /// `DeleteVffsVolumeStateRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DeleteVffsVolumeStateRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1601,6 +1941,16 @@ impl x::SchemaType for DeleteVffsVolumeStateRequestType {
     const TYPE_NAME: &'static str = "DeleteVffsVolumeStateRequestType";
 }
 impl x::Structure for DeleteVffsVolumeStateRequestType {}
+impl std::fmt::Debug for DeleteVffsVolumeStateRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DeleteVffsVolumeStateRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DeleteVffsVolumeStateRequestType {
     fn decode_field(
         &mut self,
@@ -1634,7 +1984,7 @@ impl x::Request for DeleteVffsVolumeStateRequestType {
     }
 }
 /// `DeleteVirtualDiskRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DeleteVirtualDiskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1647,6 +1997,16 @@ impl x::SchemaType for DeleteVirtualDiskRequestType {
     const TYPE_NAME: &'static str = "DeleteVirtualDiskRequestType";
 }
 impl x::Structure for DeleteVirtualDiskRequestType {}
+impl std::fmt::Debug for DeleteVirtualDiskRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DeleteVirtualDiskRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DeleteVirtualDiskRequestType {
     fn decode_field(
         &mut self,
@@ -1682,7 +2042,7 @@ impl x::Request for DeleteVirtualDiskRequestType {
     }
 }
 /// `DeleteVmfsVolumeStateRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DeleteVmfsVolumeStateRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1693,6 +2053,16 @@ impl x::SchemaType for DeleteVmfsVolumeStateRequestType {
     const TYPE_NAME: &'static str = "DeleteVmfsVolumeStateRequestType";
 }
 impl x::Structure for DeleteVmfsVolumeStateRequestType {}
+impl std::fmt::Debug for DeleteVmfsVolumeStateRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DeleteVmfsVolumeStateRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DeleteVmfsVolumeStateRequestType {
     fn decode_field(
         &mut self,
@@ -1726,7 +2096,7 @@ impl x::Request for DeleteVmfsVolumeStateRequestType {
     }
 }
 /// `DeleteVsanObjectsRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct DeleteVsanObjectsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1739,6 +2109,16 @@ impl x::SchemaType for DeleteVsanObjectsRequestType {
     const TYPE_NAME: &'static str = "DeleteVsanObjectsRequestType";
 }
 impl x::Structure for DeleteVsanObjectsRequestType {}
+impl std::fmt::Debug for DeleteVsanObjectsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DeleteVsanObjectsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for DeleteVsanObjectsRequestType {
     fn clone(&self) -> Self {
         Self {

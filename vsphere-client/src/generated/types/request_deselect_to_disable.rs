@@ -6,7 +6,7 @@ use super::*;
 use crate::xml as x;
 
 /// `DeselectVnicForNicTypeRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DeselectVnicForNicTypeRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -19,6 +19,16 @@ impl x::SchemaType for DeselectVnicForNicTypeRequestType {
     const TYPE_NAME: &'static str = "DeselectVnicForNicTypeRequestType";
 }
 impl x::Structure for DeselectVnicForNicTypeRequestType {}
+impl std::fmt::Debug for DeselectVnicForNicTypeRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DeselectVnicForNicTypeRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DeselectVnicForNicTypeRequestType {
     fn decode_field(
         &mut self,
@@ -54,7 +64,7 @@ impl x::Request for DeselectVnicForNicTypeRequestType {
     }
 }
 /// `DeselectVnicRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DeselectVnicRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -63,6 +73,16 @@ impl x::SchemaType for DeselectVnicRequestType {
     const TYPE_NAME: &'static str = "DeselectVnicRequestType";
 }
 impl x::Structure for DeselectVnicRequestType {}
+impl std::fmt::Debug for DeselectVnicRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DeselectVnicRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DeselectVnicRequestType {
     fn decode_field(
         &mut self,
@@ -94,7 +114,7 @@ impl x::Request for DeselectVnicRequestType {
     }
 }
 /// `DestroyChildrenRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DestroyChildrenRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -103,6 +123,16 @@ impl x::SchemaType for DestroyChildrenRequestType {
     const TYPE_NAME: &'static str = "DestroyChildrenRequestType";
 }
 impl x::Structure for DestroyChildrenRequestType {}
+impl std::fmt::Debug for DestroyChildrenRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DestroyChildrenRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DestroyChildrenRequestType {
     fn decode_field(
         &mut self,
@@ -134,7 +164,7 @@ impl x::Request for DestroyChildrenRequestType {
     }
 }
 /// `DestroyCollectorRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DestroyCollectorRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -143,6 +173,16 @@ impl x::SchemaType for DestroyCollectorRequestType {
     const TYPE_NAME: &'static str = "DestroyCollectorRequestType";
 }
 impl x::Structure for DestroyCollectorRequestType {}
+impl std::fmt::Debug for DestroyCollectorRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DestroyCollectorRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DestroyCollectorRequestType {
     fn decode_field(
         &mut self,
@@ -174,7 +214,7 @@ impl x::Request for DestroyCollectorRequestType {
     }
 }
 /// `DestroyDatastoreRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DestroyDatastoreRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -183,6 +223,16 @@ impl x::SchemaType for DestroyDatastoreRequestType {
     const TYPE_NAME: &'static str = "DestroyDatastoreRequestType";
 }
 impl x::Structure for DestroyDatastoreRequestType {}
+impl std::fmt::Debug for DestroyDatastoreRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DestroyDatastoreRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DestroyDatastoreRequestType {
     fn decode_field(
         &mut self,
@@ -214,7 +264,7 @@ impl x::Request for DestroyDatastoreRequestType {
     }
 }
 /// `DestroyIpPoolRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DestroyIpPoolRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -229,6 +279,16 @@ impl x::SchemaType for DestroyIpPoolRequestType {
     const TYPE_NAME: &'static str = "DestroyIpPoolRequestType";
 }
 impl x::Structure for DestroyIpPoolRequestType {}
+impl std::fmt::Debug for DestroyIpPoolRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DestroyIpPoolRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DestroyIpPoolRequestType {
     fn decode_field(
         &mut self,
@@ -266,7 +326,7 @@ impl x::Request for DestroyIpPoolRequestType {
     }
 }
 /// `DestroyNetworkRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DestroyNetworkRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -275,6 +335,16 @@ impl x::SchemaType for DestroyNetworkRequestType {
     const TYPE_NAME: &'static str = "DestroyNetworkRequestType";
 }
 impl x::Structure for DestroyNetworkRequestType {}
+impl std::fmt::Debug for DestroyNetworkRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DestroyNetworkRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DestroyNetworkRequestType {
     fn decode_field(
         &mut self,
@@ -306,7 +376,7 @@ impl x::Request for DestroyNetworkRequestType {
     }
 }
 /// `DestroyProfileRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DestroyProfileRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -315,6 +385,16 @@ impl x::SchemaType for DestroyProfileRequestType {
     const TYPE_NAME: &'static str = "DestroyProfileRequestType";
 }
 impl x::Structure for DestroyProfileRequestType {}
+impl std::fmt::Debug for DestroyProfileRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DestroyProfileRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DestroyProfileRequestType {
     fn decode_field(
         &mut self,
@@ -346,7 +426,7 @@ impl x::Request for DestroyProfileRequestType {
     }
 }
 /// `DestroyPropertyCollectorRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DestroyPropertyCollectorRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -355,6 +435,16 @@ impl x::SchemaType for DestroyPropertyCollectorRequestType {
     const TYPE_NAME: &'static str = "DestroyPropertyCollectorRequestType";
 }
 impl x::Structure for DestroyPropertyCollectorRequestType {}
+impl std::fmt::Debug for DestroyPropertyCollectorRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DestroyPropertyCollectorRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DestroyPropertyCollectorRequestType {
     fn decode_field(
         &mut self,
@@ -386,7 +476,7 @@ impl x::Request for DestroyPropertyCollectorRequestType {
     }
 }
 /// `DestroyPropertyFilterRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DestroyPropertyFilterRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -395,6 +485,16 @@ impl x::SchemaType for DestroyPropertyFilterRequestType {
     const TYPE_NAME: &'static str = "DestroyPropertyFilterRequestType";
 }
 impl x::Structure for DestroyPropertyFilterRequestType {}
+impl std::fmt::Debug for DestroyPropertyFilterRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DestroyPropertyFilterRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DestroyPropertyFilterRequestType {
     fn decode_field(
         &mut self,
@@ -426,7 +526,7 @@ impl x::Request for DestroyPropertyFilterRequestType {
     }
 }
 /// `DestroyRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DestroyRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -435,6 +535,16 @@ impl x::SchemaType for DestroyRequestType {
     const TYPE_NAME: &'static str = "DestroyRequestType";
 }
 impl x::Structure for DestroyRequestType {}
+impl std::fmt::Debug for DestroyRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DestroyRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DestroyRequestType {
     fn decode_field(
         &mut self,
@@ -466,7 +576,7 @@ impl x::Request for DestroyRequestType {
     }
 }
 /// `DestroyVffsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DestroyVffsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -477,6 +587,16 @@ impl x::SchemaType for DestroyVffsRequestType {
     const TYPE_NAME: &'static str = "DestroyVffsRequestType";
 }
 impl x::Structure for DestroyVffsRequestType {}
+impl std::fmt::Debug for DestroyVffsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DestroyVffsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DestroyVffsRequestType {
     fn decode_field(
         &mut self,
@@ -510,7 +630,7 @@ impl x::Request for DestroyVffsRequestType {
     }
 }
 /// `DestroyViewRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DestroyViewRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -519,6 +639,16 @@ impl x::SchemaType for DestroyViewRequestType {
     const TYPE_NAME: &'static str = "DestroyViewRequestType";
 }
 impl x::Structure for DestroyViewRequestType {}
+impl std::fmt::Debug for DestroyViewRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DestroyViewRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DestroyViewRequestType {
     fn decode_field(
         &mut self,
@@ -550,7 +680,7 @@ impl x::Request for DestroyViewRequestType {
     }
 }
 /// `DetachDiskRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DetachDiskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -561,6 +691,16 @@ impl x::SchemaType for DetachDiskRequestType {
     const TYPE_NAME: &'static str = "DetachDiskRequestType";
 }
 impl x::Structure for DetachDiskRequestType {}
+impl std::fmt::Debug for DetachDiskRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DetachDiskRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DetachDiskRequestType {
     fn decode_field(
         &mut self,
@@ -594,7 +734,7 @@ impl x::Request for DetachDiskRequestType {
     }
 }
 /// `DetachScsiLunExRequestType`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct DetachScsiLunExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -605,6 +745,16 @@ impl x::SchemaType for DetachScsiLunExRequestType {
     const TYPE_NAME: &'static str = "DetachScsiLunExRequestType";
 }
 impl x::Structure for DetachScsiLunExRequestType {}
+impl std::fmt::Debug for DetachScsiLunExRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DetachScsiLunExRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for DetachScsiLunExRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -646,7 +796,7 @@ impl x::Request for DetachScsiLunExRequestType {
     }
 }
 /// `DetachScsiLunRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DetachScsiLunRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -657,6 +807,16 @@ impl x::SchemaType for DetachScsiLunRequestType {
     const TYPE_NAME: &'static str = "DetachScsiLunRequestType";
 }
 impl x::Structure for DetachScsiLunRequestType {}
+impl std::fmt::Debug for DetachScsiLunRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DetachScsiLunRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DetachScsiLunRequestType {
     fn decode_field(
         &mut self,
@@ -690,7 +850,7 @@ impl x::Request for DetachScsiLunRequestType {
     }
 }
 /// `DetachTagFromVStorageObjectRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DetachTagFromVStorageObjectRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -705,6 +865,16 @@ impl x::SchemaType for DetachTagFromVStorageObjectRequestType {
     const TYPE_NAME: &'static str = "DetachTagFromVStorageObjectRequestType";
 }
 impl x::Structure for DetachTagFromVStorageObjectRequestType {}
+impl std::fmt::Debug for DetachTagFromVStorageObjectRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DetachTagFromVStorageObjectRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DetachTagFromVStorageObjectRequestType {
     fn decode_field(
         &mut self,
@@ -744,7 +914,7 @@ impl x::Request for DetachTagFromVStorageObjectRequestType {
 /// `DirectPathProfileManagerCreateRequestType`.
 ///
 /// Since vSphere API 9.0.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DirectPathProfileManagerCreateRequestType {
     /// `_this`.
     ///
@@ -759,6 +929,16 @@ impl x::SchemaType for DirectPathProfileManagerCreateRequestType {
     const TYPE_NAME: &'static str = "DirectPathProfileManagerCreateRequestType";
 }
 impl x::Structure for DirectPathProfileManagerCreateRequestType {}
+impl std::fmt::Debug for DirectPathProfileManagerCreateRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DirectPathProfileManagerCreateRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DirectPathProfileManagerCreateRequestType {
     fn decode_field(
         &mut self,
@@ -795,7 +975,7 @@ impl x::Request for DirectPathProfileManagerCreateRequestType {
 /// `DirectPathProfileManagerDeleteRequestType`.
 ///
 /// Since vSphere API 9.0.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DirectPathProfileManagerDeleteRequestType {
     /// `_this`.
     ///
@@ -810,6 +990,16 @@ impl x::SchemaType for DirectPathProfileManagerDeleteRequestType {
     const TYPE_NAME: &'static str = "DirectPathProfileManagerDeleteRequestType";
 }
 impl x::Structure for DirectPathProfileManagerDeleteRequestType {}
+impl std::fmt::Debug for DirectPathProfileManagerDeleteRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DirectPathProfileManagerDeleteRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DirectPathProfileManagerDeleteRequestType {
     fn decode_field(
         &mut self,
@@ -846,7 +1036,7 @@ impl x::Request for DirectPathProfileManagerDeleteRequestType {
 /// `DirectPathProfileManagerListRequestType`.
 ///
 /// Since vSphere API 9.0.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DirectPathProfileManagerListRequestType {
     /// `_this`.
     ///
@@ -861,6 +1051,16 @@ impl x::SchemaType for DirectPathProfileManagerListRequestType {
     const TYPE_NAME: &'static str = "DirectPathProfileManagerListRequestType";
 }
 impl x::Structure for DirectPathProfileManagerListRequestType {}
+impl std::fmt::Debug for DirectPathProfileManagerListRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DirectPathProfileManagerListRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DirectPathProfileManagerListRequestType {
     fn decode_field(
         &mut self,
@@ -897,7 +1097,7 @@ impl x::Request for DirectPathProfileManagerListRequestType {
 /// `DirectPathProfileManagerQueryCapacityRequestType`.
 ///
 /// Since vSphere API 9.0.0.0.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct DirectPathProfileManagerQueryCapacityRequestType {
     /// `_this`.
     ///
@@ -916,6 +1116,16 @@ impl x::SchemaType for DirectPathProfileManagerQueryCapacityRequestType {
     const TYPE_NAME: &'static str = "DirectPathProfileManagerQueryCapacityRequestType";
 }
 impl x::Structure for DirectPathProfileManagerQueryCapacityRequestType {}
+impl std::fmt::Debug for DirectPathProfileManagerQueryCapacityRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DirectPathProfileManagerQueryCapacityRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for DirectPathProfileManagerQueryCapacityRequestType {
     fn clone(&self) -> Self {
         Self {
@@ -963,7 +1173,7 @@ impl x::Request for DirectPathProfileManagerQueryCapacityRequestType {
 /// `DirectPathProfileManagerUpdateRequestType`.
 ///
 /// Since vSphere API 9.0.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DirectPathProfileManagerUpdateRequestType {
     /// `_this`.
     ///
@@ -982,6 +1192,16 @@ impl x::SchemaType for DirectPathProfileManagerUpdateRequestType {
     const TYPE_NAME: &'static str = "DirectPathProfileManagerUpdateRequestType";
 }
 impl x::Structure for DirectPathProfileManagerUpdateRequestType {}
+impl std::fmt::Debug for DirectPathProfileManagerUpdateRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DirectPathProfileManagerUpdateRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DirectPathProfileManagerUpdateRequestType {
     fn decode_field(
         &mut self,
@@ -1018,7 +1238,7 @@ impl x::Request for DirectPathProfileManagerUpdateRequestType {
     }
 }
 /// `DisableAlarmRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DisableAlarmRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1031,6 +1251,16 @@ impl x::SchemaType for DisableAlarmRequestType {
     const TYPE_NAME: &'static str = "DisableAlarmRequestType";
 }
 impl x::Structure for DisableAlarmRequestType {}
+impl std::fmt::Debug for DisableAlarmRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DisableAlarmRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DisableAlarmRequestType {
     fn decode_field(
         &mut self,
@@ -1066,7 +1296,7 @@ impl x::Request for DisableAlarmRequestType {
     }
 }
 /// `DisableClusteredVmdkSupportRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DisableClusteredVmdkSupportRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1077,6 +1307,16 @@ impl x::SchemaType for DisableClusteredVmdkSupportRequestType {
     const TYPE_NAME: &'static str = "DisableClusteredVmdkSupportRequestType";
 }
 impl x::Structure for DisableClusteredVmdkSupportRequestType {}
+impl std::fmt::Debug for DisableClusteredVmdkSupportRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DisableClusteredVmdkSupportRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DisableClusteredVmdkSupportRequestType {
     fn decode_field(
         &mut self,
@@ -1110,7 +1350,7 @@ impl x::Request for DisableClusteredVmdkSupportRequestType {
     }
 }
 /// `DisableEvcModeRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DisableEvcModeRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1119,6 +1359,16 @@ impl x::SchemaType for DisableEvcModeRequestType {
     const TYPE_NAME: &'static str = "DisableEvcModeRequestType";
 }
 impl x::Structure for DisableEvcModeRequestType {}
+impl std::fmt::Debug for DisableEvcModeRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DisableEvcModeRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DisableEvcModeRequestType {
     fn decode_field(
         &mut self,
@@ -1150,7 +1400,7 @@ impl x::Request for DisableEvcModeRequestType {
     }
 }
 /// `DisableFeatureRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DisableFeatureRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1163,6 +1413,16 @@ impl x::SchemaType for DisableFeatureRequestType {
     const TYPE_NAME: &'static str = "DisableFeatureRequestType";
 }
 impl x::Structure for DisableFeatureRequestType {}
+impl std::fmt::Debug for DisableFeatureRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DisableFeatureRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DisableFeatureRequestType {
     fn decode_field(
         &mut self,
@@ -1198,7 +1458,7 @@ impl x::Request for DisableFeatureRequestType {
     }
 }
 /// `DisableHyperThreadingRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DisableHyperThreadingRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1207,6 +1467,16 @@ impl x::SchemaType for DisableHyperThreadingRequestType {
     const TYPE_NAME: &'static str = "DisableHyperThreadingRequestType";
 }
 impl x::Structure for DisableHyperThreadingRequestType {}
+impl std::fmt::Debug for DisableHyperThreadingRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DisableHyperThreadingRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DisableHyperThreadingRequestType {
     fn decode_field(
         &mut self,
@@ -1238,7 +1508,7 @@ impl x::Request for DisableHyperThreadingRequestType {
     }
 }
 /// `DisableMultipathPathRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DisableMultipathPathRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1249,6 +1519,16 @@ impl x::SchemaType for DisableMultipathPathRequestType {
     const TYPE_NAME: &'static str = "DisableMultipathPathRequestType";
 }
 impl x::Structure for DisableMultipathPathRequestType {}
+impl std::fmt::Debug for DisableMultipathPathRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DisableMultipathPathRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DisableMultipathPathRequestType {
     fn decode_field(
         &mut self,
@@ -1284,7 +1564,7 @@ impl x::Request for DisableMultipathPathRequestType {
 /// `DisableNetworkBootRequestType`.
 ///
 /// Since vSphere API 9.0.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DisableNetworkBootRequestType {
     /// `_this`.
     ///
@@ -1295,6 +1575,16 @@ impl x::SchemaType for DisableNetworkBootRequestType {
     const TYPE_NAME: &'static str = "DisableNetworkBootRequestType";
 }
 impl x::Structure for DisableNetworkBootRequestType {}
+impl std::fmt::Debug for DisableNetworkBootRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DisableNetworkBootRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DisableNetworkBootRequestType {
     fn decode_field(
         &mut self,
@@ -1327,7 +1617,7 @@ impl x::Request for DisableNetworkBootRequestType {
     }
 }
 /// `DisableRulesetRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DisableRulesetRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1338,6 +1628,16 @@ impl x::SchemaType for DisableRulesetRequestType {
     const TYPE_NAME: &'static str = "DisableRulesetRequestType";
 }
 impl x::Structure for DisableRulesetRequestType {}
+impl std::fmt::Debug for DisableRulesetRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DisableRulesetRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DisableRulesetRequestType {
     fn decode_field(
         &mut self,
@@ -1371,7 +1671,7 @@ impl x::Request for DisableRulesetRequestType {
     }
 }
 /// `DisableSecondaryVMRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DisableSecondaryVMRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1382,6 +1682,16 @@ impl x::SchemaType for DisableSecondaryVMRequestType {
     const TYPE_NAME: &'static str = "DisableSecondaryVMRequestType";
 }
 impl x::Structure for DisableSecondaryVMRequestType {}
+impl std::fmt::Debug for DisableSecondaryVMRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DisableSecondaryVMRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DisableSecondaryVMRequestType {
     fn decode_field(
         &mut self,
@@ -1415,7 +1725,7 @@ impl x::Request for DisableSecondaryVMRequestType {
     }
 }
 /// `DisableSmartCardAuthenticationRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct DisableSmartCardAuthenticationRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1424,6 +1734,16 @@ impl x::SchemaType for DisableSmartCardAuthenticationRequestType {
     const TYPE_NAME: &'static str = "DisableSmartCardAuthenticationRequestType";
 }
 impl x::Structure for DisableSmartCardAuthenticationRequestType {}
+impl std::fmt::Debug for DisableSmartCardAuthenticationRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for DisableSmartCardAuthenticationRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for DisableSmartCardAuthenticationRequestType {
     fn decode_field(
         &mut self,

@@ -5,10 +5,2365 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualMachineTargetInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineTargetInfo {
+    /// `name`.
+    pub name: String,
+    /// `configurationTag`.
+    pub configuration_tag: Vec<String>,
+}
+impl x::SchemaType for VirtualMachineTargetInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineTargetInfo";
+}
+impl x::Structure for VirtualMachineTargetInfo {}
+impl std::fmt::Debug for VirtualMachineTargetInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineTargetInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for VirtualMachineTargetInfo {
+    fn clone(&self) -> Self {
+        Self {
+            name: self.name.clone(),
+            configuration_tag: x::clone_vec(&self.configuration_tag),
+        }
+    }
+}
+impl x::Fields for VirtualMachineTargetInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write_vec("configurationTag", &self.configuration_tag);
+    }
+}
+/// `VirtualMachineTicket` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineTicket {
+    /// `ticket`.
+    pub ticket: String,
+    /// `cfgFile`.
+    pub cfg_file: String,
+    /// `host`.
+    pub host: Option<String>,
+    /// `port`.
+    pub port: Option<i32>,
+    /// `sslThumbprint`.
+    pub ssl_thumbprint: Option<String>,
+    /// `certThumbprintList`.
+    ///
+    /// Since vSphere API 7.0.3.1.
+    pub cert_thumbprint_list: Vec<VirtualMachineCertThumbprint>,
+    /// `sslCertificate`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub ssl_certificate: Option<String>,
+    /// `url`.
+    pub url: Option<String>,
+}
+impl x::SchemaType for VirtualMachineTicket {
+    const TYPE_NAME: &'static str = "VirtualMachineTicket";
+}
+impl x::Structure for VirtualMachineTicket {}
+impl std::fmt::Debug for VirtualMachineTicket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineTicket {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for VirtualMachineTicket {
+    fn clone(&self) -> Self {
+        Self {
+            ticket: self.ticket.clone(),
+            cfg_file: self.cfg_file.clone(),
+            host: self.host.clone(),
+            port: self.port,
+            ssl_thumbprint: self.ssl_thumbprint.clone(),
+            cert_thumbprint_list: x::clone_vec(&self.cert_thumbprint_list),
+            ssl_certificate: self.ssl_certificate.clone(),
+            url: self.url.clone(),
+        }
+    }
+}
+impl x::Fields for VirtualMachineTicket {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ticket" => r.read(&mut self.ticket),
+            "cfgFile" => r.read(&mut self.cfg_file),
+            "host" => r.read_opt(&mut self.host),
+            "port" => r.read_opt(&mut self.port),
+            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
+            "certThumbprintList" => r.read_push(&mut self.cert_thumbprint_list),
+            "sslCertificate" => r.read_opt(&mut self.ssl_certificate),
+            "url" => r.read_opt(&mut self.url),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_secret("ticket", &self.ticket);
+        w.write("cfgFile", &self.cfg_file);
+        w.write_opt("host", &self.host);
+        w.write_opt("port", &self.port);
+        w.write_opt("sslThumbprint", &self.ssl_thumbprint);
+        if w
+            .since(
+                0x0700_0301,
+                "VirtualMachineTicket.certThumbprintList",
+                !self.cert_thumbprint_list.is_empty(),
+            )
+        {
+            w.write_vec("certThumbprintList", &self.cert_thumbprint_list);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualMachineTicket.sslCertificate",
+                self.ssl_certificate.is_some(),
+            )
+        {
+            w.write_opt("sslCertificate", &self.ssl_certificate);
+        }
+        w.write_opt("url", &self.url);
+    }
+}
+/// `VirtualMachineUsageOnDatastore` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineUsageOnDatastore {
+    /// `datastore`.
+    pub datastore: x::ManagedObjectReference,
+    /// `committed`.
+    pub committed: i64,
+    /// `uncommitted`.
+    pub uncommitted: i64,
+    /// `unshared`.
+    pub unshared: i64,
+}
+impl x::SchemaType for VirtualMachineUsageOnDatastore {
+    const TYPE_NAME: &'static str = "VirtualMachineUsageOnDatastore";
+}
+impl x::Structure for VirtualMachineUsageOnDatastore {}
+impl std::fmt::Debug for VirtualMachineUsageOnDatastore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineUsageOnDatastore {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for VirtualMachineUsageOnDatastore {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "datastore" => r.read(&mut self.datastore),
+            "committed" => r.read(&mut self.committed),
+            "uncommitted" => r.read(&mut self.uncommitted),
+            "unshared" => r.read(&mut self.unshared),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("datastore", &self.datastore);
+        w.write("committed", &self.committed);
+        w.write("uncommitted", &self.uncommitted);
+        w.write("unshared", &self.unshared);
+    }
+}
+impl x::ArrayItem for VirtualMachineUsageOnDatastore {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineUsageOnDatastore";
+    const ITEM_TAG: &'static str = "VirtualMachineUsageOnDatastore";
+}
+/// `VirtualMachineUsbInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VirtualMachineUsbInfo {
+    /// The fields `VirtualMachineUsbInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `description`.
+    pub description: String,
+    /// `vendor`.
+    pub vendor: i32,
+    /// `product`.
+    pub product: i32,
+    /// `physicalPath`.
+    pub physical_path: String,
+    /// `family`.
+    pub family: Vec<String>,
+    /// `speed`.
+    pub speed: Vec<String>,
+    /// `summary`.
+    pub summary: Option<VirtualMachineSummary>,
+}
+impl x::SchemaType for VirtualMachineUsbInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineUsbInfo";
+}
+impl x::Structure for VirtualMachineUsbInfo {}
+impl std::fmt::Debug for VirtualMachineUsbInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineUsbInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for VirtualMachineUsbInfo {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_machine_target_info: self.virtual_machine_target_info.clone(),
+            description: self.description.clone(),
+            vendor: self.vendor,
+            product: self.product,
+            physical_path: self.physical_path.clone(),
+            family: x::clone_vec(&self.family),
+            speed: x::clone_vec(&self.speed),
+            summary: self.summary.clone(),
+        }
+    }
+}
+impl std::ops::Deref for VirtualMachineUsbInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineUsbInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineUsbInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "description" => r.read(&mut self.description),
+            "vendor" => r.read(&mut self.vendor),
+            "product" => r.read(&mut self.product),
+            "physicalPath" => r.read(&mut self.physical_path),
+            "family" => r.read_push(&mut self.family),
+            "speed" => r.read_push(&mut self.speed),
+            "summary" => r.read_opt(&mut self.summary),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write("description", &self.description);
+        w.write("vendor", &self.vendor);
+        w.write("product", &self.product);
+        w.write("physicalPath", &self.physical_path);
+        w.write_vec("family", &self.family);
+        w.write_vec("speed", &self.speed);
+        w.write_opt("summary", &self.summary);
+    }
+}
+impl x::ArrayItem for VirtualMachineUsbInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineUsbInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineUsbInfo";
+}
+/// `VirtualMachineVFlashModuleInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVFlashModuleInfo {
+    /// The fields `VirtualMachineVFlashModuleInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `vFlashModule`.
+    pub vflash_module: HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption,
+}
+impl x::SchemaType for VirtualMachineVFlashModuleInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVFlashModuleInfo";
+}
+impl x::Structure for VirtualMachineVFlashModuleInfo {}
+impl std::fmt::Debug for VirtualMachineVFlashModuleInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineVFlashModuleInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualMachineVFlashModuleInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVFlashModuleInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineVFlashModuleInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vFlashModule" => r.read(&mut self.vflash_module),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write("vFlashModule", &self.vflash_module);
+    }
+}
+impl x::ArrayItem for VirtualMachineVFlashModuleInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVFlashModuleInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineVFlashModuleInfo";
+}
+/// `VirtualMachineVMCIDevice` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVMCIDevice {
+    /// The fields `VirtualMachineVMCIDevice` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+    /// `id`.
+    pub id: Option<i64>,
+    /// `allowUnrestrictedCommunication`.
+    pub allow_unrestricted_communication: Option<bool>,
+    /// `filterEnable`.
+    pub filter_enable: Option<bool>,
+    /// `filterInfo`.
+    pub filter_info: Option<VirtualMachineVMCIDeviceFilterInfo>,
+}
+impl x::SchemaType for VirtualMachineVMCIDevice {
+    const TYPE_NAME: &'static str = "VirtualMachineVMCIDevice";
+}
+impl x::Structure for VirtualMachineVMCIDevice {}
+impl std::fmt::Debug for VirtualMachineVMCIDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineVMCIDevice {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualMachineVMCIDevice {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVMCIDevice {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualMachineVMCIDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read_opt(&mut self.id),
+            "allowUnrestrictedCommunication" => {
+                r.read_opt(&mut self.allow_unrestricted_communication)
+            }
+            "filterEnable" => r.read_opt(&mut self.filter_enable),
+            "filterInfo" => r.read_opt(&mut self.filter_info),
+            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+        w.write_opt("id", &self.id);
+        w.write_opt(
+            "allowUnrestrictedCommunication",
+            &self.allow_unrestricted_communication,
+        );
+        w.write_opt("filterEnable", &self.filter_enable);
+        w.write_opt("filterInfo", &self.filter_info);
+    }
+}
+/// `VirtualMachineVMCIDeviceFilterInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineVMCIDeviceFilterInfo {
+    /// `filters`.
+    pub filters: Vec<VirtualMachineVMCIDeviceFilterSpec>,
+}
+impl x::SchemaType for VirtualMachineVMCIDeviceFilterInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVMCIDeviceFilterInfo";
+}
+impl x::Structure for VirtualMachineVMCIDeviceFilterInfo {}
+impl std::fmt::Debug for VirtualMachineVMCIDeviceFilterInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineVMCIDeviceFilterInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for VirtualMachineVMCIDeviceFilterInfo {
+    fn clone(&self) -> Self {
+        Self {
+            filters: x::clone_vec(&self.filters),
+        }
+    }
+}
+impl x::Fields for VirtualMachineVMCIDeviceFilterInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "filters" => r.read_push(&mut self.filters),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("filters", &self.filters);
+    }
+}
+/// `VirtualMachineVMCIDeviceFilterSpec` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineVMCIDeviceFilterSpec {
+    /// `rank`.
+    pub rank: i64,
+    /// `action`.
+    pub action: String,
+    /// `protocol`.
+    pub protocol: String,
+    /// `direction`.
+    pub direction: String,
+    /// `lowerDstPortBoundary`.
+    pub lower_dst_port_boundary: Option<i64>,
+    /// `upperDstPortBoundary`.
+    pub upper_dst_port_boundary: Option<i64>,
+}
+impl x::SchemaType for VirtualMachineVMCIDeviceFilterSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineVMCIDeviceFilterSpec";
+}
+impl x::Structure for VirtualMachineVMCIDeviceFilterSpec {}
+impl std::fmt::Debug for VirtualMachineVMCIDeviceFilterSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineVMCIDeviceFilterSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for VirtualMachineVMCIDeviceFilterSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "rank" => r.read(&mut self.rank),
+            "action" => r.read(&mut self.action),
+            "protocol" => r.read(&mut self.protocol),
+            "direction" => r.read(&mut self.direction),
+            "lowerDstPortBoundary" => r.read_opt(&mut self.lower_dst_port_boundary),
+            "upperDstPortBoundary" => r.read_opt(&mut self.upper_dst_port_boundary),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("rank", &self.rank);
+        w.write("action", &self.action);
+        w.write("protocol", &self.protocol);
+        w.write("direction", &self.direction);
+        w.write_opt("lowerDstPortBoundary", &self.lower_dst_port_boundary);
+        w.write_opt("upperDstPortBoundary", &self.upper_dst_port_boundary);
+    }
+}
+impl x::ArrayItem for VirtualMachineVMCIDeviceFilterSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVMCIDeviceFilterSpec";
+    const ITEM_TAG: &'static str = "VirtualMachineVMCIDeviceFilterSpec";
+}
+/// `VirtualMachineVMCIDeviceOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVMCIDeviceOption {
+    /// The fields `VirtualMachineVMCIDeviceOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+    /// `allowUnrestrictedCommunication`.
+    pub allow_unrestricted_communication: BoolOption,
+    /// `filterSpecOption`.
+    pub filter_spec_option: Option<VirtualMachineVMCIDeviceOptionFilterSpecOption>,
+    /// `filterSupported`.
+    pub filter_supported: Option<BoolOption>,
+}
+impl x::SchemaType for VirtualMachineVMCIDeviceOption {
+    const TYPE_NAME: &'static str = "VirtualMachineVMCIDeviceOption";
+}
+impl x::Structure for VirtualMachineVMCIDeviceOption {}
+impl std::fmt::Debug for VirtualMachineVMCIDeviceOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineVMCIDeviceOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualMachineVMCIDeviceOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVMCIDeviceOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualMachineVMCIDeviceOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "allowUnrestrictedCommunication" => {
+                r.read(&mut self.allow_unrestricted_communication)
+            }
+            "filterSpecOption" => r.read_opt(&mut self.filter_spec_option),
+            "filterSupported" => r.read_opt(&mut self.filter_supported),
+            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+        w.write(
+            "allowUnrestrictedCommunication",
+            &self.allow_unrestricted_communication,
+        );
+        w.write_opt("filterSpecOption", &self.filter_spec_option);
+        w.write_opt("filterSupported", &self.filter_supported);
+    }
+}
+/// `VirtualMachineVMCIDeviceOptionFilterSpecOption` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineVMCIDeviceOptionFilterSpecOption {
+    /// `action`.
+    pub action: ChoiceOption,
+    /// `protocol`.
+    pub protocol: ChoiceOption,
+    /// `direction`.
+    pub direction: ChoiceOption,
+    /// `lowerDstPortBoundary`.
+    pub lower_dst_port_boundary: LongOption,
+    /// `upperDstPortBoundary`.
+    pub upper_dst_port_boundary: LongOption,
+}
+impl x::SchemaType for VirtualMachineVMCIDeviceOptionFilterSpecOption {
+    const TYPE_NAME: &'static str = "VirtualMachineVMCIDeviceOptionFilterSpecOption";
+}
+impl x::Structure for VirtualMachineVMCIDeviceOptionFilterSpecOption {}
+impl std::fmt::Debug for VirtualMachineVMCIDeviceOptionFilterSpecOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineVMCIDeviceOptionFilterSpecOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for VirtualMachineVMCIDeviceOptionFilterSpecOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "action" => r.read(&mut self.action),
+            "protocol" => r.read(&mut self.protocol),
+            "direction" => r.read(&mut self.direction),
+            "lowerDstPortBoundary" => r.read(&mut self.lower_dst_port_boundary),
+            "upperDstPortBoundary" => r.read(&mut self.upper_dst_port_boundary),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("action", &self.action);
+        w.write("protocol", &self.protocol);
+        w.write("direction", &self.direction);
+        w.write("lowerDstPortBoundary", &self.lower_dst_port_boundary);
+        w.write("upperDstPortBoundary", &self.upper_dst_port_boundary);
+    }
+}
+/// `VirtualMachineVMIROM` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVMIROM {
+    /// The fields `VirtualMachineVMIROM` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+}
+impl x::SchemaType for VirtualMachineVMIROM {
+    const TYPE_NAME: &'static str = "VirtualMachineVMIROM";
+}
+impl x::Structure for VirtualMachineVMIROM {}
+impl std::fmt::Debug for VirtualMachineVMIROM {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineVMIROM {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualMachineVMIROM {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVMIROM {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualMachineVMIROM {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+    }
+}
+/// `VirtualMachineVMotionStunTimeInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// Since vSphere API 8.0.2.0.
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVMotionStunTimeInfo {
+    /// The fields `VirtualMachineVMotionStunTimeInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `migrationBW`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub migration_bw: i64,
+    /// `stunTime`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub stun_time: i64,
+}
+impl x::SchemaType for VirtualMachineVMotionStunTimeInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVMotionStunTimeInfo";
+}
+impl x::Structure for VirtualMachineVMotionStunTimeInfo {}
+impl std::fmt::Debug for VirtualMachineVMotionStunTimeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineVMotionStunTimeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualMachineVMotionStunTimeInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVMotionStunTimeInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineVMotionStunTimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "migrationBW" => r.read(&mut self.migration_bw),
+            "stunTime" => r.read(&mut self.stun_time),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0200, "type VirtualMachineVMotionStunTimeInfo", true);
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write("migrationBW", &self.migration_bw);
+        w.write("stunTime", &self.stun_time);
+    }
+}
+impl x::ArrayItem for VirtualMachineVMotionStunTimeInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVMotionStunTimeInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineVMotionStunTimeInfo";
+}
+/// `VirtualMachineVcpuConfig` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineVcpuConfig {
+    /// `latencySensitivity`.
+    pub latency_sensitivity: Option<LatencySensitivity>,
+}
+impl x::SchemaType for VirtualMachineVcpuConfig {
+    const TYPE_NAME: &'static str = "VirtualMachineVcpuConfig";
+}
+impl x::Structure for VirtualMachineVcpuConfig {}
+impl std::fmt::Debug for VirtualMachineVcpuConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineVcpuConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for VirtualMachineVcpuConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "latencySensitivity" => r.read_opt(&mut self.latency_sensitivity),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("latencySensitivity", &self.latency_sensitivity);
+    }
+}
+impl x::ArrayItem for VirtualMachineVcpuConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVcpuConfig";
+    const ITEM_TAG: &'static str = "VirtualMachineVcpuConfig";
+}
+/// `VirtualMachineVendorDeviceGroupInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// Since vSphere API 8.0.0.1.
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VirtualMachineVendorDeviceGroupInfo {
+    /// The fields `VirtualMachineVendorDeviceGroupInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `deviceGroupName`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_name: String,
+    /// `deviceGroupDescription`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_description: Option<String>,
+    /// `componentDeviceInfo`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub component_device_info: Vec<
+        VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo,
+    >,
+}
+impl x::SchemaType for VirtualMachineVendorDeviceGroupInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVendorDeviceGroupInfo";
+}
+impl x::Structure for VirtualMachineVendorDeviceGroupInfo {}
+impl std::fmt::Debug for VirtualMachineVendorDeviceGroupInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineVendorDeviceGroupInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for VirtualMachineVendorDeviceGroupInfo {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_machine_target_info: self.virtual_machine_target_info.clone(),
+            device_group_name: self.device_group_name.clone(),
+            device_group_description: self.device_group_description.clone(),
+            component_device_info: x::clone_vec(&self.component_device_info),
+        }
+    }
+}
+impl std::ops::Deref for VirtualMachineVendorDeviceGroupInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVendorDeviceGroupInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineVendorDeviceGroupInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceGroupName" => r.read(&mut self.device_group_name),
+            "deviceGroupDescription" => r.read_opt(&mut self.device_group_description),
+            "componentDeviceInfo" => r.read_push(&mut self.component_device_info),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualMachineVendorDeviceGroupInfo", true);
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write("deviceGroupName", &self.device_group_name);
+        w.write_opt("deviceGroupDescription", &self.device_group_description);
+        w.write_vec("componentDeviceInfo", &self.component_device_info);
+    }
+}
+impl x::ArrayItem for VirtualMachineVendorDeviceGroupInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVendorDeviceGroupInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineVendorDeviceGroupInfo";
+}
+/// `VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
+    /// `type`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub type_: String,
+    /// `vendorName`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub vendor_name: String,
+    /// `deviceName`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_name: String,
+    /// `isConfigurable`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub is_configurable: bool,
+    /// `device`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device: AnyVirtualDevice,
+}
+impl x::SchemaType for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo";
+}
+impl x::Structure for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {}
+impl std::fmt::Debug for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "vendorName" => r.read(&mut self.vendor_name),
+            "deviceName" => r.read(&mut self.device_name),
+            "isConfigurable" => r.read(&mut self.is_configurable),
+            "device" => r.read(&mut self.device),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(
+            0x0800_0001,
+            "type VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo",
+            true,
+        );
+        w.write("type", &self.type_);
+        w.write("vendorName", &self.vendor_name);
+        w.write("deviceName", &self.device_name);
+        w.write("isConfigurable", &self.is_configurable);
+        w.write("device", &self.device);
+    }
+}
+impl x::ArrayItem for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVendorDeviceGroupInfoComponentDeviceInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo";
+}
+/// `VirtualMachineVgpuDeviceInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVgpuDeviceInfo {
+    /// The fields `VirtualMachineVgpuDeviceInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `deviceName`.
+    pub device_name: String,
+    /// `deviceVendorId`.
+    pub device_vendor_id: i64,
+    /// `maxFbSizeInGib`.
+    pub max_fb_size_in_gib: i64,
+    /// `timeSlicedCapable`.
+    pub time_sliced_capable: bool,
+    /// `migCapable`.
+    pub mig_capable: bool,
+    /// `computeProfileCapable`.
+    pub compute_profile_capable: bool,
+    /// `quadroProfileCapable`.
+    pub quadro_profile_capable: bool,
+}
+impl x::SchemaType for VirtualMachineVgpuDeviceInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVgpuDeviceInfo";
+}
+impl x::Structure for VirtualMachineVgpuDeviceInfo {}
+impl std::fmt::Debug for VirtualMachineVgpuDeviceInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineVgpuDeviceInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualMachineVgpuDeviceInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVgpuDeviceInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineVgpuDeviceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "deviceVendorId" => r.read(&mut self.device_vendor_id),
+            "maxFbSizeInGib" => r.read(&mut self.max_fb_size_in_gib),
+            "timeSlicedCapable" => r.read(&mut self.time_sliced_capable),
+            "migCapable" => r.read(&mut self.mig_capable),
+            "computeProfileCapable" => r.read(&mut self.compute_profile_capable),
+            "quadroProfileCapable" => r.read(&mut self.quadro_profile_capable),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write("deviceName", &self.device_name);
+        w.write("deviceVendorId", &self.device_vendor_id);
+        w.write("maxFbSizeInGib", &self.max_fb_size_in_gib);
+        w.write("timeSlicedCapable", &self.time_sliced_capable);
+        w.write("migCapable", &self.mig_capable);
+        w.write("computeProfileCapable", &self.compute_profile_capable);
+        w.write("quadroProfileCapable", &self.quadro_profile_capable);
+    }
+}
+impl x::ArrayItem for VirtualMachineVgpuDeviceInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVgpuDeviceInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineVgpuDeviceInfo";
+}
+/// `VirtualMachineVgpuProfileInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VirtualMachineVgpuProfileInfo {
+    /// The fields `VirtualMachineVgpuProfileInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `profileName`.
+    pub profile_name: String,
+    /// `deviceVendorId`.
+    pub device_vendor_id: i64,
+    /// `fbSizeInGib`.
+    pub fb_size_in_gib: i64,
+    /// `profileSharing`.
+    pub profile_sharing: String,
+    /// `profileClass`.
+    pub profile_class: String,
+    /// `stunTimeEstimates`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub stun_time_estimates: Vec<VirtualMachineVMotionStunTimeInfo>,
+}
+impl x::SchemaType for VirtualMachineVgpuProfileInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVgpuProfileInfo";
+}
+impl x::Structure for VirtualMachineVgpuProfileInfo {}
+impl std::fmt::Debug for VirtualMachineVgpuProfileInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineVgpuProfileInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for VirtualMachineVgpuProfileInfo {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_machine_target_info: self.virtual_machine_target_info.clone(),
+            profile_name: self.profile_name.clone(),
+            device_vendor_id: self.device_vendor_id,
+            fb_size_in_gib: self.fb_size_in_gib,
+            profile_sharing: self.profile_sharing.clone(),
+            profile_class: self.profile_class.clone(),
+            stun_time_estimates: x::clone_vec(&self.stun_time_estimates),
+        }
+    }
+}
+impl std::ops::Deref for VirtualMachineVgpuProfileInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVgpuProfileInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineVgpuProfileInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "profileName" => r.read(&mut self.profile_name),
+            "deviceVendorId" => r.read(&mut self.device_vendor_id),
+            "fbSizeInGib" => r.read(&mut self.fb_size_in_gib),
+            "profileSharing" => r.read(&mut self.profile_sharing),
+            "profileClass" => r.read(&mut self.profile_class),
+            "stunTimeEstimates" => r.read_push(&mut self.stun_time_estimates),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write("profileName", &self.profile_name);
+        w.write("deviceVendorId", &self.device_vendor_id);
+        w.write("fbSizeInGib", &self.fb_size_in_gib);
+        w.write("profileSharing", &self.profile_sharing);
+        w.write("profileClass", &self.profile_class);
+        if w
+            .since(
+                0x0800_0200,
+                "VirtualMachineVgpuProfileInfo.stunTimeEstimates",
+                !self.stun_time_estimates.is_empty(),
+            )
+        {
+            w.write_vec("stunTimeEstimates", &self.stun_time_estimates);
+        }
+    }
+}
+impl x::ArrayItem for VirtualMachineVgpuProfileInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVgpuProfileInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineVgpuProfileInfo";
+}
+/// `VirtualMachineVideoCard` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVideoCard {
+    /// The fields `VirtualMachineVideoCard` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+    /// `videoRamSizeInKB`.
+    pub video_ram_size_in_kb: Option<i64>,
+    /// `numDisplays`.
+    pub num_displays: Option<i32>,
+    /// `useAutoDetect`.
+    pub use_auto_detect: Option<bool>,
+    /// `enable3DSupport`.
+    pub enable_3d_support: Option<bool>,
+    /// `use3dRenderer`.
+    pub use3d_renderer: Option<String>,
+    /// `graphicsMemorySizeInKB`.
+    pub graphics_memory_size_in_kb: Option<i64>,
+}
+impl x::SchemaType for VirtualMachineVideoCard {
+    const TYPE_NAME: &'static str = "VirtualMachineVideoCard";
+}
+impl x::Structure for VirtualMachineVideoCard {}
+impl std::fmt::Debug for VirtualMachineVideoCard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineVideoCard {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualMachineVideoCard {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVideoCard {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualMachineVideoCard {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "videoRamSizeInKB" => r.read_opt(&mut self.video_ram_size_in_kb),
+            "numDisplays" => r.read_opt(&mut self.num_displays),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            "enable3DSupport" => r.read_opt(&mut self.enable_3d_support),
+            "use3dRenderer" => r.read_opt(&mut self.use3d_renderer),
+            "graphicsMemorySizeInKB" => r.read_opt(&mut self.graphics_memory_size_in_kb),
+            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+        w.write_opt("videoRamSizeInKB", &self.video_ram_size_in_kb);
+        w.write_opt("numDisplays", &self.num_displays);
+        w.write_opt("useAutoDetect", &self.use_auto_detect);
+        w.write_opt("enable3DSupport", &self.enable_3d_support);
+        w.write_opt("use3dRenderer", &self.use3d_renderer);
+        w.write_opt("graphicsMemorySizeInKB", &self.graphics_memory_size_in_kb);
+    }
+}
+/// `VirtualMachineVirtualDeviceGroups` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Default)]
+pub struct VirtualMachineVirtualDeviceGroups {
+    /// `deviceGroup`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group: Vec<AnyVirtualMachineVirtualDeviceGroupsDeviceGroup>,
+}
+impl x::SchemaType for VirtualMachineVirtualDeviceGroups {
+    const TYPE_NAME: &'static str = "VirtualMachineVirtualDeviceGroups";
+}
+impl x::Structure for VirtualMachineVirtualDeviceGroups {}
+impl std::fmt::Debug for VirtualMachineVirtualDeviceGroups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineVirtualDeviceGroups {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for VirtualMachineVirtualDeviceGroups {
+    fn clone(&self) -> Self {
+        Self {
+            device_group: x::clone_vec(&self.device_group),
+        }
+    }
+}
+impl x::Fields for VirtualMachineVirtualDeviceGroups {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceGroup" => r.read_push(&mut self.device_group),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualMachineVirtualDeviceGroups", true);
+        w.write_vec("deviceGroup", &self.device_group);
+    }
+}
+/// `VirtualMachineVirtualDeviceGroupsDeviceGroup` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+///
+/// Fields of this type hold [`AnyVirtualMachineVirtualDeviceGroupsDeviceGroup`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVirtualDeviceGroupsDeviceGroup {
+    /// `groupInstanceKey`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub group_instance_key: i32,
+    /// `deviceInfo`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_info: Option<AnyDescription>,
+}
+impl x::SchemaType for VirtualMachineVirtualDeviceGroupsDeviceGroup {
+    const TYPE_NAME: &'static str = "VirtualMachineVirtualDeviceGroupsDeviceGroup";
+}
+impl x::Structure for VirtualMachineVirtualDeviceGroupsDeviceGroup {}
+impl std::fmt::Debug for VirtualMachineVirtualDeviceGroupsDeviceGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineVirtualDeviceGroupsDeviceGroup {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for VirtualMachineVirtualDeviceGroupsDeviceGroup {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "groupInstanceKey" => r.read(&mut self.group_instance_key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualMachineVirtualDeviceGroupsDeviceGroup", true);
+        w.write("groupInstanceKey", &self.group_instance_key);
+        w.write_opt("deviceInfo", &self.device_info);
+    }
+}
+/// `VirtualMachineVirtualDeviceGroupsVendorDeviceGroup` (extends `VirtualMachineVirtualDeviceGroupsDeviceGroup`).
+///
+/// Since vSphere API 8.0.0.1.
+///
+/// The fields of `VirtualMachineVirtualDeviceGroupsDeviceGroup` are in `virtual_machine_virtual_device_groups_device_group`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
+    /// The fields `VirtualMachineVirtualDeviceGroupsVendorDeviceGroup` inherits from `VirtualMachineVirtualDeviceGroupsDeviceGroup`.
+    pub virtual_machine_virtual_device_groups_device_group: VirtualMachineVirtualDeviceGroupsDeviceGroup,
+    /// `deviceGroupName`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_group_name: String,
+}
+impl x::SchemaType for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
+    const TYPE_NAME: &'static str = "VirtualMachineVirtualDeviceGroupsVendorDeviceGroup";
+}
+impl x::Structure for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {}
+impl std::fmt::Debug for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
+    type Target = VirtualMachineVirtualDeviceGroupsDeviceGroup;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineVirtualDeviceGroupsDeviceGroup {
+        &self.virtual_machine_virtual_device_groups_device_group
+    }
+}
+impl std::ops::DerefMut for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineVirtualDeviceGroupsDeviceGroup {
+        &mut self.virtual_machine_virtual_device_groups_device_group
+    }
+}
+impl x::Fields for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceGroupName" => r.read(&mut self.device_group_name),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_virtual_device_groups_device_group,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(
+            0x0800_0001,
+            "type VirtualMachineVirtualDeviceGroupsVendorDeviceGroup",
+            true,
+        );
+        x::Fields::encode_fields(
+            &self.virtual_machine_virtual_device_groups_device_group,
+            w,
+        );
+        w.write("deviceGroupName", &self.device_group_name);
+    }
+}
+/// `VirtualMachineVirtualDeviceSwap` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVirtualDeviceSwap {
+    /// `lsiToPvscsi`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub lsi_to_pvscsi: Option<VirtualMachineVirtualDeviceSwapDeviceSwapInfo>,
+}
+impl x::SchemaType for VirtualMachineVirtualDeviceSwap {
+    const TYPE_NAME: &'static str = "VirtualMachineVirtualDeviceSwap";
+}
+impl x::Structure for VirtualMachineVirtualDeviceSwap {}
+impl std::fmt::Debug for VirtualMachineVirtualDeviceSwap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineVirtualDeviceSwap {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for VirtualMachineVirtualDeviceSwap {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "lsiToPvscsi" => r.read_opt(&mut self.lsi_to_pvscsi),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualMachineVirtualDeviceSwap", true);
+        w.write_opt("lsiToPvscsi", &self.lsi_to_pvscsi);
+    }
+}
+/// `VirtualMachineVirtualDeviceSwapDeviceSwapInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVirtualDeviceSwapDeviceSwapInfo {
+    /// `enabled`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub enabled: Option<bool>,
+    /// `applicable`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub applicable: Option<bool>,
+    /// `status`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub status: Option<String>,
+}
+impl x::SchemaType for VirtualMachineVirtualDeviceSwapDeviceSwapInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVirtualDeviceSwapDeviceSwapInfo";
+}
+impl x::Structure for VirtualMachineVirtualDeviceSwapDeviceSwapInfo {}
+impl std::fmt::Debug for VirtualMachineVirtualDeviceSwapDeviceSwapInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineVirtualDeviceSwapDeviceSwapInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for VirtualMachineVirtualDeviceSwapDeviceSwapInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
+            "applicable" => r.read_opt(&mut self.applicable),
+            "status" => r.read_opt(&mut self.status),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualMachineVirtualDeviceSwapDeviceSwapInfo", true);
+        w.write_opt("enabled", &self.enabled);
+        w.write_opt("applicable", &self.applicable);
+        w.write_opt("status", &self.status);
+    }
+}
+/// `VirtualMachineVirtualNuma` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVirtualNuma {
+    /// `coresPerNumaNode`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub cores_per_numa_node: Option<i32>,
+    /// `exposeVnumaOnCpuHotadd`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub expose_vnuma_on_cpu_hotadd: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineVirtualNuma {
+    const TYPE_NAME: &'static str = "VirtualMachineVirtualNuma";
+}
+impl x::Structure for VirtualMachineVirtualNuma {}
+impl std::fmt::Debug for VirtualMachineVirtualNuma {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineVirtualNuma {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for VirtualMachineVirtualNuma {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "coresPerNumaNode" => r.read_opt(&mut self.cores_per_numa_node),
+            "exposeVnumaOnCpuHotadd" => r.read_opt(&mut self.expose_vnuma_on_cpu_hotadd),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualMachineVirtualNuma", true);
+        w.write_opt("coresPerNumaNode", &self.cores_per_numa_node);
+        w.write_opt("exposeVnumaOnCpuHotadd", &self.expose_vnuma_on_cpu_hotadd);
+    }
+}
+/// `VirtualMachineVirtualNumaInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Clone, Default)]
+pub struct VirtualMachineVirtualNumaInfo {
+    /// `coresPerNumaNode`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub cores_per_numa_node: Option<i32>,
+    /// `autoCoresPerNumaNode`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub auto_cores_per_numa_node: Option<bool>,
+    /// `vnumaOnCpuHotaddExposed`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub vnuma_on_cpu_hotadd_exposed: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineVirtualNumaInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVirtualNumaInfo";
+}
+impl x::Structure for VirtualMachineVirtualNumaInfo {}
+impl std::fmt::Debug for VirtualMachineVirtualNumaInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineVirtualNumaInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for VirtualMachineVirtualNumaInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "coresPerNumaNode" => r.read_opt(&mut self.cores_per_numa_node),
+            "autoCoresPerNumaNode" => r.read_opt(&mut self.auto_cores_per_numa_node),
+            "vnumaOnCpuHotaddExposed" => {
+                r.read_opt(&mut self.vnuma_on_cpu_hotadd_exposed)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualMachineVirtualNumaInfo", true);
+        w.write_opt("coresPerNumaNode", &self.cores_per_numa_node);
+        w.write_opt("autoCoresPerNumaNode", &self.auto_cores_per_numa_node);
+        w.write_opt("vnumaOnCpuHotaddExposed", &self.vnuma_on_cpu_hotadd_exposed);
+    }
+}
+/// `VirtualMachineVirtualPMem` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineVirtualPMem {
+    /// `snapshotMode`.
+    pub snapshot_mode: Option<String>,
+}
+impl x::SchemaType for VirtualMachineVirtualPMem {
+    const TYPE_NAME: &'static str = "VirtualMachineVirtualPMem";
+}
+impl x::Structure for VirtualMachineVirtualPMem {}
+impl std::fmt::Debug for VirtualMachineVirtualPMem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineVirtualPMem {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for VirtualMachineVirtualPMem {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "snapshotMode" => r.read_opt(&mut self.snapshot_mode),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("snapshotMode", &self.snapshot_mode);
+    }
+}
+/// `VirtualMachineWindowsQuiesceSpec` (extends `VirtualMachineGuestQuiesceSpec`).
+///
+/// The fields of `VirtualMachineGuestQuiesceSpec` are in `virtual_machine_guest_quiesce_spec`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineWindowsQuiesceSpec {
+    /// The fields `VirtualMachineWindowsQuiesceSpec` inherits from `VirtualMachineGuestQuiesceSpec`.
+    pub virtual_machine_guest_quiesce_spec: VirtualMachineGuestQuiesceSpec,
+    /// `vssBackupType`.
+    pub vss_backup_type: Option<i32>,
+    /// `vssBootableSystemState`.
+    pub vss_bootable_system_state: Option<bool>,
+    /// `vssPartialFileSupport`.
+    pub vss_partial_file_support: Option<bool>,
+    /// `vssBackupContext`.
+    pub vss_backup_context: Option<String>,
+}
+impl x::SchemaType for VirtualMachineWindowsQuiesceSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineWindowsQuiesceSpec";
+}
+impl x::Structure for VirtualMachineWindowsQuiesceSpec {}
+impl std::fmt::Debug for VirtualMachineWindowsQuiesceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineWindowsQuiesceSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualMachineWindowsQuiesceSpec {
+    type Target = VirtualMachineGuestQuiesceSpec;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineGuestQuiesceSpec {
+        &self.virtual_machine_guest_quiesce_spec
+    }
+}
+impl std::ops::DerefMut for VirtualMachineWindowsQuiesceSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineGuestQuiesceSpec {
+        &mut self.virtual_machine_guest_quiesce_spec
+    }
+}
+impl x::Fields for VirtualMachineWindowsQuiesceSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vssBackupType" => r.read_opt(&mut self.vss_backup_type),
+            "vssBootableSystemState" => r.read_opt(&mut self.vss_bootable_system_state),
+            "vssPartialFileSupport" => r.read_opt(&mut self.vss_partial_file_support),
+            "vssBackupContext" => r.read_opt(&mut self.vss_backup_context),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_guest_quiesce_spec,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_guest_quiesce_spec, w);
+        w.write_opt("vssBackupType", &self.vss_backup_type);
+        w.write_opt("vssBootableSystemState", &self.vss_bootable_system_state);
+        w.write_opt("vssPartialFileSupport", &self.vss_partial_file_support);
+        w.write_opt("vssBackupContext", &self.vss_backup_context);
+    }
+}
+/// `VirtualMachineWipeResult` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineWipeResult {
+    /// `diskId`.
+    pub disk_id: i32,
+    /// `shrinkableDiskSpace`.
+    pub shrinkable_disk_space: i64,
+}
+impl x::SchemaType for VirtualMachineWipeResult {
+    const TYPE_NAME: &'static str = "VirtualMachineWipeResult";
+}
+impl x::Structure for VirtualMachineWipeResult {}
+impl std::fmt::Debug for VirtualMachineWipeResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualMachineWipeResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for VirtualMachineWipeResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskId" => r.read(&mut self.disk_id),
+            "shrinkableDiskSpace" => r.read(&mut self.shrinkable_disk_space),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("diskId", &self.disk_id);
+        w.write("shrinkableDiskSpace", &self.shrinkable_disk_space);
+    }
+}
+/// `VirtualNVDIMM` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualNVDIMM {
+    /// The fields `VirtualNVDIMM` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+    /// `capacityInMB`.
+    pub capacity_in_mb: i64,
+    /// `configuredCapacityInMB`.
+    pub configured_capacity_in_mb: Option<i64>,
+}
+impl x::SchemaType for VirtualNVDIMM {
+    const TYPE_NAME: &'static str = "VirtualNVDIMM";
+}
+impl x::Structure for VirtualNVDIMM {}
+impl std::fmt::Debug for VirtualNVDIMM {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualNVDIMM {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualNVDIMM {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualNVDIMM {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualNVDIMM {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "capacityInMB" => r.read(&mut self.capacity_in_mb),
+            "configuredCapacityInMB" => r.read_opt(&mut self.configured_capacity_in_mb),
+            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+        w.write("capacityInMB", &self.capacity_in_mb);
+        w.write_opt("configuredCapacityInMB", &self.configured_capacity_in_mb);
+    }
+}
+/// `VirtualNVDIMMBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+///
+/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualNVDIMMBackingInfo {
+    /// The fields `VirtualNVDIMMBackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
+    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
+    /// `parent`.
+    pub parent: Option<Box<VirtualNVDIMMBackingInfo>>,
+    /// `changeId`.
+    pub change_id: Option<String>,
+}
+impl x::SchemaType for VirtualNVDIMMBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualNVDIMMBackingInfo";
+}
+impl x::Structure for VirtualNVDIMMBackingInfo {}
+impl std::fmt::Debug for VirtualNVDIMMBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualNVDIMMBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualNVDIMMBackingInfo {
+    type Target = VirtualDeviceFileBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
+        &self.virtual_device_file_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualNVDIMMBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
+        &mut self.virtual_device_file_backing_info
+    }
+}
+impl x::Fields for VirtualNVDIMMBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "parent" => r.read_opt_box(&mut self.parent),
+            "changeId" => r.read_opt(&mut self.change_id),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_file_backing_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
+        w.write_opt_box("parent", &self.parent);
+        w.write_opt("changeId", &self.change_id);
+    }
+}
+/// `VirtualNVDIMMController` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualNVDIMMController {
+    /// The fields `VirtualNVDIMMController` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
+}
+impl x::SchemaType for VirtualNVDIMMController {
+    const TYPE_NAME: &'static str = "VirtualNVDIMMController";
+}
+impl x::Structure for VirtualNVDIMMController {}
+impl std::fmt::Debug for VirtualNVDIMMController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualNVDIMMController {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualNVDIMMController {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualNVDIMMController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
+impl x::Fields for VirtualNVDIMMController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_controller, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+    }
+}
+/// `VirtualNVDIMMControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualNVDIMMControllerOption {
+    /// The fields `VirtualNVDIMMControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `numNVDIMMControllers`.
+    pub num_nvdimm_controllers: IntOption,
+}
+impl x::SchemaType for VirtualNVDIMMControllerOption {
+    const TYPE_NAME: &'static str = "VirtualNVDIMMControllerOption";
+}
+impl x::Structure for VirtualNVDIMMControllerOption {}
+impl std::fmt::Debug for VirtualNVDIMMControllerOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualNVDIMMControllerOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualNVDIMMControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualNVDIMMControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualNVDIMMControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numNVDIMMControllers" => r.read(&mut self.num_nvdimm_controllers),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("numNVDIMMControllers", &self.num_nvdimm_controllers);
+    }
+}
+/// `VirtualNVDIMMOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualNVDIMMOption {
+    /// The fields `VirtualNVDIMMOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+    /// `capacityInMB`.
+    pub capacity_in_mb: LongOption,
+    /// `growable`.
+    pub growable: bool,
+    /// `hotGrowable`.
+    pub hot_growable: bool,
+    /// `granularityInMB`.
+    pub granularity_in_mb: i64,
+}
+impl x::SchemaType for VirtualNVDIMMOption {
+    const TYPE_NAME: &'static str = "VirtualNVDIMMOption";
+}
+impl x::Structure for VirtualNVDIMMOption {}
+impl std::fmt::Debug for VirtualNVDIMMOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualNVDIMMOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualNVDIMMOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualNVDIMMOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualNVDIMMOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "capacityInMB" => r.read(&mut self.capacity_in_mb),
+            "growable" => r.read(&mut self.growable),
+            "hotGrowable" => r.read(&mut self.hot_growable),
+            "granularityInMB" => r.read(&mut self.granularity_in_mb),
+            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+        w.write("capacityInMB", &self.capacity_in_mb);
+        w.write("growable", &self.growable);
+        w.write("hotGrowable", &self.hot_growable);
+        w.write("granularityInMB", &self.granularity_in_mb);
+    }
+}
+/// `VirtualNVMEController` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualNVMEController {
+    /// The fields `VirtualNVMEController` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
+    /// `sharedBus`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub shared_bus: Option<String>,
+}
+impl x::SchemaType for VirtualNVMEController {
+    const TYPE_NAME: &'static str = "VirtualNVMEController";
+}
+impl x::Structure for VirtualNVMEController {}
+impl std::fmt::Debug for VirtualNVMEController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualNVMEController {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualNVMEController {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualNVMEController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
+impl x::Fields for VirtualNVMEController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "sharedBus" => r.read_opt(&mut self.shared_bus),
+            _ => return x::Fields::decode_field(&mut self.virtual_controller, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+        if w
+            .since(
+                0x0800_0200,
+                "VirtualNVMEController.sharedBus",
+                self.shared_bus.is_some(),
+            )
+        {
+            w.write_opt("sharedBus", &self.shared_bus);
+        }
+    }
+}
+/// `VirtualNVMEControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VirtualNVMEControllerOption {
+    /// The fields `VirtualNVMEControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `numNVMEDisks`.
+    pub num_nvme_disks: IntOption,
+    /// `sharing`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub sharing: Vec<String>,
+}
+impl x::SchemaType for VirtualNVMEControllerOption {
+    const TYPE_NAME: &'static str = "VirtualNVMEControllerOption";
+}
+impl x::Structure for VirtualNVMEControllerOption {}
+impl std::fmt::Debug for VirtualNVMEControllerOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualNVMEControllerOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for VirtualNVMEControllerOption {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_controller_option: self.virtual_controller_option.clone(),
+            num_nvme_disks: self.num_nvme_disks.clone(),
+            sharing: x::clone_vec(&self.sharing),
+        }
+    }
+}
+impl std::ops::Deref for VirtualNVMEControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualNVMEControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualNVMEControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numNVMEDisks" => r.read(&mut self.num_nvme_disks),
+            "sharing" => r.read_push(&mut self.sharing),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("numNVMEDisks", &self.num_nvme_disks);
+        if w
+            .since(
+                0x0800_0200,
+                "VirtualNVMEControllerOption.sharing",
+                !self.sharing.is_empty(),
+            )
+        {
+            w.write_vec("sharing", &self.sharing);
+        }
+    }
+}
+/// `VirtualNicManagerNetConfig` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualNicManagerNetConfig {
+    /// `nicType`.
+    pub nic_type: String,
+    /// `multiSelectAllowed`.
+    pub multi_select_allowed: bool,
+    /// `candidateVnic`.
+    pub candidate_vnic: Vec<HostVirtualNic>,
+    /// `selectedVnic`.
+    pub selected_vnic: Vec<String>,
+}
+impl x::SchemaType for VirtualNicManagerNetConfig {
+    const TYPE_NAME: &'static str = "VirtualNicManagerNetConfig";
+}
+impl x::Structure for VirtualNicManagerNetConfig {}
+impl std::fmt::Debug for VirtualNicManagerNetConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualNicManagerNetConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for VirtualNicManagerNetConfig {
+    fn clone(&self) -> Self {
+        Self {
+            nic_type: self.nic_type.clone(),
+            multi_select_allowed: self.multi_select_allowed,
+            candidate_vnic: x::clone_vec(&self.candidate_vnic),
+            selected_vnic: x::clone_vec(&self.selected_vnic),
+        }
+    }
+}
+impl x::Fields for VirtualNicManagerNetConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "nicType" => r.read(&mut self.nic_type),
+            "multiSelectAllowed" => r.read(&mut self.multi_select_allowed),
+            "candidateVnic" => r.read_push(&mut self.candidate_vnic),
+            "selectedVnic" => r.read_push(&mut self.selected_vnic),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("nicType", &self.nic_type);
+        w.write("multiSelectAllowed", &self.multi_select_allowed);
+        w.write_vec("candidateVnic", &self.candidate_vnic);
+        w.write_vec("selectedVnic", &self.selected_vnic);
+    }
+}
+impl x::ArrayItem for VirtualNicManagerNetConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualNicManagerNetConfig";
+    const ITEM_TAG: &'static str = "VirtualNicManagerNetConfig";
+}
+/// `VirtualPCIController` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPCIController {
+    /// The fields `VirtualPCIController` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
+}
+impl x::SchemaType for VirtualPCIController {
+    const TYPE_NAME: &'static str = "VirtualPCIController";
+}
+impl x::Structure for VirtualPCIController {}
+impl std::fmt::Debug for VirtualPCIController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPCIController {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualPCIController {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualPCIController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
+impl x::Fields for VirtualPCIController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_controller, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+    }
+}
 /// `VirtualPCIControllerOption` (extends `VirtualControllerOption`).
 ///
 /// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualPCIControllerOption {
     /// The fields `VirtualPCIControllerOption` inherits from `VirtualControllerOption`.
     pub virtual_controller_option: VirtualControllerOption,
@@ -43,6 +2398,16 @@ impl x::SchemaType for VirtualPCIControllerOption {
     const TYPE_NAME: &'static str = "VirtualPCIControllerOption";
 }
 impl x::Structure for VirtualPCIControllerOption {}
+impl std::fmt::Debug for VirtualPCIControllerOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPCIControllerOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for VirtualPCIControllerOption {
     type Target = VirtualControllerOption;
     #[inline]
@@ -119,7 +2484,7 @@ impl x::Fields for VirtualPCIControllerOption {
 /// `VirtualPCIPassthrough` (extends `VirtualDevice`).
 ///
 /// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualPCIPassthrough {
     /// The fields `VirtualPCIPassthrough` inherits from `VirtualDevice`.
     pub virtual_device: VirtualDevice,
@@ -128,6 +2493,16 @@ impl x::SchemaType for VirtualPCIPassthrough {
     const TYPE_NAME: &'static str = "VirtualPCIPassthrough";
 }
 impl x::Structure for VirtualPCIPassthrough {}
+impl std::fmt::Debug for VirtualPCIPassthrough {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPCIPassthrough {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for VirtualPCIPassthrough {
     type Target = VirtualDevice;
     #[inline]
@@ -155,7 +2530,7 @@ impl x::Fields for VirtualPCIPassthrough {
     }
 }
 /// `VirtualPCIPassthroughAllowedDevice` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualPCIPassthroughAllowedDevice {
     /// `vendorId`.
     pub vendor_id: i32,
@@ -172,6 +2547,16 @@ impl x::SchemaType for VirtualPCIPassthroughAllowedDevice {
     const TYPE_NAME: &'static str = "VirtualPCIPassthroughAllowedDevice";
 }
 impl x::Structure for VirtualPCIPassthroughAllowedDevice {}
+impl std::fmt::Debug for VirtualPCIPassthroughAllowedDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPCIPassthroughAllowedDevice {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for VirtualPCIPassthroughAllowedDevice {
     fn decode_field(
         &mut self,
@@ -204,7 +2589,7 @@ impl x::ArrayItem for VirtualPCIPassthroughAllowedDevice {
 /// `VirtualPCIPassthroughDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
 ///
 /// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualPCIPassthroughDeviceBackingInfo {
     /// The fields `VirtualPCIPassthroughDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
     pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
@@ -221,6 +2606,16 @@ impl x::SchemaType for VirtualPCIPassthroughDeviceBackingInfo {
     const TYPE_NAME: &'static str = "VirtualPCIPassthroughDeviceBackingInfo";
 }
 impl x::Structure for VirtualPCIPassthroughDeviceBackingInfo {}
+impl std::fmt::Debug for VirtualPCIPassthroughDeviceBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPCIPassthroughDeviceBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for VirtualPCIPassthroughDeviceBackingInfo {
     type Target = VirtualDeviceDeviceBackingInfo;
     #[inline]
@@ -267,7 +2662,7 @@ impl x::Fields for VirtualPCIPassthroughDeviceBackingInfo {
 /// `VirtualPCIPassthroughDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
 ///
 /// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualPCIPassthroughDeviceBackingOption {
     /// The fields `VirtualPCIPassthroughDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
     pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
@@ -276,6 +2671,16 @@ impl x::SchemaType for VirtualPCIPassthroughDeviceBackingOption {
     const TYPE_NAME: &'static str = "VirtualPCIPassthroughDeviceBackingOption";
 }
 impl x::Structure for VirtualPCIPassthroughDeviceBackingOption {}
+impl std::fmt::Debug for VirtualPCIPassthroughDeviceBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPCIPassthroughDeviceBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for VirtualPCIPassthroughDeviceBackingOption {
     type Target = VirtualDeviceDeviceBackingOption;
     #[inline]
@@ -305,7 +2710,7 @@ impl x::Fields for VirtualPCIPassthroughDeviceBackingOption {
 /// `VirtualPCIPassthroughDvxBackingInfo` (extends `VirtualDeviceBackingInfo`).
 ///
 /// Since vSphere API 8.0.0.1.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct VirtualPCIPassthroughDvxBackingInfo {
     /// `deviceClass`.
     ///
@@ -320,6 +2725,16 @@ impl x::SchemaType for VirtualPCIPassthroughDvxBackingInfo {
     const TYPE_NAME: &'static str = "VirtualPCIPassthroughDvxBackingInfo";
 }
 impl x::Structure for VirtualPCIPassthroughDvxBackingInfo {}
+impl std::fmt::Debug for VirtualPCIPassthroughDvxBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPCIPassthroughDvxBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for VirtualPCIPassthroughDvxBackingInfo {
     fn clone(&self) -> Self {
         Self {
@@ -353,7 +2768,7 @@ impl x::Fields for VirtualPCIPassthroughDvxBackingInfo {
 /// Since vSphere API 8.0.0.1.
 ///
 /// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualPCIPassthroughDvxBackingOption {
     /// The fields `VirtualPCIPassthroughDvxBackingOption` inherits from `VirtualDeviceBackingOption`.
     pub virtual_device_backing_option: VirtualDeviceBackingOption,
@@ -362,6 +2777,16 @@ impl x::SchemaType for VirtualPCIPassthroughDvxBackingOption {
     const TYPE_NAME: &'static str = "VirtualPCIPassthroughDvxBackingOption";
 }
 impl x::Structure for VirtualPCIPassthroughDvxBackingOption {}
+impl std::fmt::Debug for VirtualPCIPassthroughDvxBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPCIPassthroughDvxBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for VirtualPCIPassthroughDvxBackingOption {
     type Target = VirtualDeviceBackingOption;
     #[inline]
@@ -392,7 +2817,7 @@ impl x::Fields for VirtualPCIPassthroughDvxBackingOption {
 /// `VirtualPCIPassthroughDynamicBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
 ///
 /// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct VirtualPCIPassthroughDynamicBackingInfo {
     /// The fields `VirtualPCIPassthroughDynamicBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
     pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
@@ -407,6 +2832,16 @@ impl x::SchemaType for VirtualPCIPassthroughDynamicBackingInfo {
     const TYPE_NAME: &'static str = "VirtualPCIPassthroughDynamicBackingInfo";
 }
 impl x::Structure for VirtualPCIPassthroughDynamicBackingInfo {}
+impl std::fmt::Debug for VirtualPCIPassthroughDynamicBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPCIPassthroughDynamicBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for VirtualPCIPassthroughDynamicBackingInfo {
     fn clone(&self) -> Self {
         Self {
@@ -463,7 +2898,7 @@ impl x::Fields for VirtualPCIPassthroughDynamicBackingInfo {
 /// `VirtualPCIPassthroughDynamicBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
 ///
 /// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualPCIPassthroughDynamicBackingOption {
     /// The fields `VirtualPCIPassthroughDynamicBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
     pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
@@ -472,6 +2907,16 @@ impl x::SchemaType for VirtualPCIPassthroughDynamicBackingOption {
     const TYPE_NAME: &'static str = "VirtualPCIPassthroughDynamicBackingOption";
 }
 impl x::Structure for VirtualPCIPassthroughDynamicBackingOption {}
+impl std::fmt::Debug for VirtualPCIPassthroughDynamicBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPCIPassthroughDynamicBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for VirtualPCIPassthroughDynamicBackingOption {
     type Target = VirtualDeviceDeviceBackingOption;
     #[inline]
@@ -501,7 +2946,7 @@ impl x::Fields for VirtualPCIPassthroughDynamicBackingOption {
 /// `VirtualPCIPassthroughOption` (extends `VirtualDeviceOption`).
 ///
 /// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualPCIPassthroughOption {
     /// The fields `VirtualPCIPassthroughOption` inherits from `VirtualDeviceOption`.
     pub virtual_device_option: VirtualDeviceOption,
@@ -510,6 +2955,16 @@ impl x::SchemaType for VirtualPCIPassthroughOption {
     const TYPE_NAME: &'static str = "VirtualPCIPassthroughOption";
 }
 impl x::Structure for VirtualPCIPassthroughOption {}
+impl std::fmt::Debug for VirtualPCIPassthroughOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPCIPassthroughOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for VirtualPCIPassthroughOption {
     type Target = VirtualDeviceOption;
     #[inline]
@@ -537,12 +2992,22 @@ impl x::Fields for VirtualPCIPassthroughOption {
     }
 }
 /// `VirtualPCIPassthroughPluginBackingInfo` (extends `VirtualDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualPCIPassthroughPluginBackingInfo {}
 impl x::SchemaType for VirtualPCIPassthroughPluginBackingInfo {
     const TYPE_NAME: &'static str = "VirtualPCIPassthroughPluginBackingInfo";
 }
 impl x::Structure for VirtualPCIPassthroughPluginBackingInfo {}
+impl std::fmt::Debug for VirtualPCIPassthroughPluginBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPCIPassthroughPluginBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for VirtualPCIPassthroughPluginBackingInfo {
     fn decode_field(
         &mut self,
@@ -556,7 +3021,7 @@ impl x::Fields for VirtualPCIPassthroughPluginBackingInfo {
 /// `VirtualPCIPassthroughPluginBackingOption` (extends `VirtualDeviceBackingOption`).
 ///
 /// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualPCIPassthroughPluginBackingOption {
     /// The fields `VirtualPCIPassthroughPluginBackingOption` inherits from `VirtualDeviceBackingOption`.
     pub virtual_device_backing_option: VirtualDeviceBackingOption,
@@ -565,6 +3030,16 @@ impl x::SchemaType for VirtualPCIPassthroughPluginBackingOption {
     const TYPE_NAME: &'static str = "VirtualPCIPassthroughPluginBackingOption";
 }
 impl x::Structure for VirtualPCIPassthroughPluginBackingOption {}
+impl std::fmt::Debug for VirtualPCIPassthroughPluginBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPCIPassthroughPluginBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for VirtualPCIPassthroughPluginBackingOption {
     type Target = VirtualDeviceBackingOption;
     #[inline]
@@ -592,7 +3067,7 @@ impl x::Fields for VirtualPCIPassthroughPluginBackingOption {
     }
 }
 /// `VirtualPCIPassthroughVmiopBackingInfo` (extends `VirtualPCIPassthroughPluginBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualPCIPassthroughVmiopBackingInfo {
     /// `vgpu`.
     pub vgpu: Option<String>,
@@ -611,6 +3086,16 @@ impl x::SchemaType for VirtualPCIPassthroughVmiopBackingInfo {
     const TYPE_NAME: &'static str = "VirtualPCIPassthroughVmiopBackingInfo";
 }
 impl x::Structure for VirtualPCIPassthroughVmiopBackingInfo {}
+impl std::fmt::Debug for VirtualPCIPassthroughVmiopBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPCIPassthroughVmiopBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl x::Fields for VirtualPCIPassthroughVmiopBackingInfo {
     fn decode_field(
         &mut self,
@@ -655,7 +3140,7 @@ impl x::Fields for VirtualPCIPassthroughVmiopBackingInfo {
 /// `VirtualPCIPassthroughVmiopBackingOption` (extends `VirtualPCIPassthroughPluginBackingOption`).
 ///
 /// The fields of `VirtualPCIPassthroughPluginBackingOption` are in `virtual_pci_passthrough_plugin_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualPCIPassthroughVmiopBackingOption {
     /// The fields `VirtualPCIPassthroughVmiopBackingOption` inherits from `VirtualPCIPassthroughPluginBackingOption`.
     pub virtual_pci_passthrough_plugin_backing_option: VirtualPCIPassthroughPluginBackingOption,
@@ -668,6 +3153,16 @@ impl x::SchemaType for VirtualPCIPassthroughVmiopBackingOption {
     const TYPE_NAME: &'static str = "VirtualPCIPassthroughVmiopBackingOption";
 }
 impl x::Structure for VirtualPCIPassthroughVmiopBackingOption {}
+impl std::fmt::Debug for VirtualPCIPassthroughVmiopBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPCIPassthroughVmiopBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for VirtualPCIPassthroughVmiopBackingOption {
     type Target = VirtualPCIPassthroughPluginBackingOption;
     #[inline]
@@ -710,7 +3205,7 @@ impl x::Fields for VirtualPCIPassthroughVmiopBackingOption {
 /// `VirtualPCNet32` (extends `VirtualEthernetCard`).
 ///
 /// The fields of `VirtualEthernetCard` are in `virtual_ethernet_card`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualPCNet32 {
     /// The fields `VirtualPCNet32` inherits from `VirtualEthernetCard`.
     pub virtual_ethernet_card: VirtualEthernetCard,
@@ -719,6 +3214,16 @@ impl x::SchemaType for VirtualPCNet32 {
     const TYPE_NAME: &'static str = "VirtualPCNet32";
 }
 impl x::Structure for VirtualPCNet32 {}
+impl std::fmt::Debug for VirtualPCNet32 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPCNet32 {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for VirtualPCNet32 {
     type Target = VirtualEthernetCard;
     #[inline]
@@ -743,2301 +3248,5 @@ impl x::Fields for VirtualPCNet32 {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.virtual_ethernet_card, w);
-    }
-}
-/// `VirtualPCNet32Option` (extends `VirtualEthernetCardOption`).
-///
-/// The fields of `VirtualEthernetCardOption` are in `virtual_ethernet_card_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCNet32Option {
-    /// The fields `VirtualPCNet32Option` inherits from `VirtualEthernetCardOption`.
-    pub virtual_ethernet_card_option: VirtualEthernetCardOption,
-    /// `supportsMorphing`.
-    pub supports_morphing: bool,
-}
-impl x::SchemaType for VirtualPCNet32Option {
-    const TYPE_NAME: &'static str = "VirtualPCNet32Option";
-}
-impl x::Structure for VirtualPCNet32Option {}
-impl std::ops::Deref for VirtualPCNet32Option {
-    type Target = VirtualEthernetCardOption;
-    #[inline]
-    fn deref(&self) -> &VirtualEthernetCardOption {
-        &self.virtual_ethernet_card_option
-    }
-}
-impl std::ops::DerefMut for VirtualPCNet32Option {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualEthernetCardOption {
-        &mut self.virtual_ethernet_card_option
-    }
-}
-impl x::Fields for VirtualPCNet32Option {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "supportsMorphing" => r.read(&mut self.supports_morphing),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_ethernet_card_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_ethernet_card_option, w);
-        w.write("supportsMorphing", &self.supports_morphing);
-    }
-}
-/// `VirtualPS2Controller` (extends `VirtualController`).
-///
-/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPS2Controller {
-    /// The fields `VirtualPS2Controller` inherits from `VirtualController`.
-    pub virtual_controller: VirtualController,
-}
-impl x::SchemaType for VirtualPS2Controller {
-    const TYPE_NAME: &'static str = "VirtualPS2Controller";
-}
-impl x::Structure for VirtualPS2Controller {}
-impl std::ops::Deref for VirtualPS2Controller {
-    type Target = VirtualController;
-    #[inline]
-    fn deref(&self) -> &VirtualController {
-        &self.virtual_controller
-    }
-}
-impl std::ops::DerefMut for VirtualPS2Controller {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualController {
-        &mut self.virtual_controller
-    }
-}
-impl x::Fields for VirtualPS2Controller {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_controller, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller, w);
-    }
-}
-/// `VirtualPS2ControllerOption` (extends `VirtualControllerOption`).
-///
-/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPS2ControllerOption {
-    /// The fields `VirtualPS2ControllerOption` inherits from `VirtualControllerOption`.
-    pub virtual_controller_option: VirtualControllerOption,
-    /// `numKeyboards`.
-    pub num_keyboards: IntOption,
-    /// `numPointingDevices`.
-    pub num_pointing_devices: IntOption,
-}
-impl x::SchemaType for VirtualPS2ControllerOption {
-    const TYPE_NAME: &'static str = "VirtualPS2ControllerOption";
-}
-impl x::Structure for VirtualPS2ControllerOption {}
-impl std::ops::Deref for VirtualPS2ControllerOption {
-    type Target = VirtualControllerOption;
-    #[inline]
-    fn deref(&self) -> &VirtualControllerOption {
-        &self.virtual_controller_option
-    }
-}
-impl std::ops::DerefMut for VirtualPS2ControllerOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
-        &mut self.virtual_controller_option
-    }
-}
-impl x::Fields for VirtualPS2ControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numKeyboards" => r.read(&mut self.num_keyboards),
-            "numPointingDevices" => r.read(&mut self.num_pointing_devices),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_controller_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller_option, w);
-        w.write("numKeyboards", &self.num_keyboards);
-        w.write("numPointingDevices", &self.num_pointing_devices);
-    }
-}
-/// `VirtualParallelPort` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualParallelPort {
-    /// The fields `VirtualParallelPort` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-}
-impl x::SchemaType for VirtualParallelPort {
-    const TYPE_NAME: &'static str = "VirtualParallelPort";
-}
-impl x::Structure for VirtualParallelPort {}
-impl std::ops::Deref for VirtualParallelPort {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualParallelPort {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualParallelPort {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-    }
-}
-/// `VirtualParallelPortDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualParallelPortDeviceBackingInfo {
-    /// The fields `VirtualParallelPortDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
-    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
-}
-impl x::SchemaType for VirtualParallelPortDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualParallelPortDeviceBackingInfo";
-}
-impl x::Structure for VirtualParallelPortDeviceBackingInfo {}
-impl std::ops::Deref for VirtualParallelPortDeviceBackingInfo {
-    type Target = VirtualDeviceDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
-        &self.virtual_device_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualParallelPortDeviceBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
-        &mut self.virtual_device_device_backing_info
-    }
-}
-impl x::Fields for VirtualParallelPortDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
-    }
-}
-/// `VirtualParallelPortDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualParallelPortDeviceBackingOption {
-    /// The fields `VirtualParallelPortDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
-    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
-}
-impl x::SchemaType for VirtualParallelPortDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualParallelPortDeviceBackingOption";
-}
-impl x::Structure for VirtualParallelPortDeviceBackingOption {}
-impl std::ops::Deref for VirtualParallelPortDeviceBackingOption {
-    type Target = VirtualDeviceDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
-        &self.virtual_device_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualParallelPortDeviceBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
-        &mut self.virtual_device_device_backing_option
-    }
-}
-impl x::Fields for VirtualParallelPortDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
-    }
-}
-/// `VirtualParallelPortFileBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
-///
-/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualParallelPortFileBackingInfo {
-    /// The fields `VirtualParallelPortFileBackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
-    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
-}
-impl x::SchemaType for VirtualParallelPortFileBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualParallelPortFileBackingInfo";
-}
-impl x::Structure for VirtualParallelPortFileBackingInfo {}
-impl std::ops::Deref for VirtualParallelPortFileBackingInfo {
-    type Target = VirtualDeviceFileBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
-        &self.virtual_device_file_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualParallelPortFileBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
-        &mut self.virtual_device_file_backing_info
-    }
-}
-impl x::Fields for VirtualParallelPortFileBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_file_backing_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
-    }
-}
-/// `VirtualParallelPortFileBackingOption` (extends `VirtualDeviceFileBackingOption`).
-///
-/// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualParallelPortFileBackingOption {
-    /// The fields `VirtualParallelPortFileBackingOption` inherits from `VirtualDeviceFileBackingOption`.
-    pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
-}
-impl x::SchemaType for VirtualParallelPortFileBackingOption {
-    const TYPE_NAME: &'static str = "VirtualParallelPortFileBackingOption";
-}
-impl x::Structure for VirtualParallelPortFileBackingOption {}
-impl std::ops::Deref for VirtualParallelPortFileBackingOption {
-    type Target = VirtualDeviceFileBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceFileBackingOption {
-        &self.virtual_device_file_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualParallelPortFileBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingOption {
-        &mut self.virtual_device_file_backing_option
-    }
-}
-impl x::Fields for VirtualParallelPortFileBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_file_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_file_backing_option, w);
-    }
-}
-/// `VirtualParallelPortOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualParallelPortOption {
-    /// The fields `VirtualParallelPortOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-}
-impl x::SchemaType for VirtualParallelPortOption {
-    const TYPE_NAME: &'static str = "VirtualParallelPortOption";
-}
-impl x::Structure for VirtualParallelPortOption {}
-impl std::ops::Deref for VirtualParallelPortOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualParallelPortOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualParallelPortOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-    }
-}
-/// `VirtualPointingDevice` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPointingDevice {
-    /// The fields `VirtualPointingDevice` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-}
-impl x::SchemaType for VirtualPointingDevice {
-    const TYPE_NAME: &'static str = "VirtualPointingDevice";
-}
-impl x::Structure for VirtualPointingDevice {}
-impl std::ops::Deref for VirtualPointingDevice {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualPointingDevice {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualPointingDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-    }
-}
-/// `VirtualPointingDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPointingDeviceBackingOption {
-    /// The fields `VirtualPointingDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
-    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
-    /// `hostPointingDevice`.
-    pub host_pointing_device: ChoiceOption,
-}
-impl x::SchemaType for VirtualPointingDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualPointingDeviceBackingOption";
-}
-impl x::Structure for VirtualPointingDeviceBackingOption {}
-impl std::ops::Deref for VirtualPointingDeviceBackingOption {
-    type Target = VirtualDeviceDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
-        &self.virtual_device_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualPointingDeviceBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
-        &mut self.virtual_device_device_backing_option
-    }
-}
-impl x::Fields for VirtualPointingDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostPointingDevice" => r.read(&mut self.host_pointing_device),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_device_backing_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
-        w.write("hostPointingDevice", &self.host_pointing_device);
-    }
-}
-/// `VirtualPointingDeviceDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPointingDeviceDeviceBackingInfo {
-    /// The fields `VirtualPointingDeviceDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
-    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
-    /// `hostPointingDevice`.
-    pub host_pointing_device: String,
-}
-impl x::SchemaType for VirtualPointingDeviceDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualPointingDeviceDeviceBackingInfo";
-}
-impl x::Structure for VirtualPointingDeviceDeviceBackingInfo {}
-impl std::ops::Deref for VirtualPointingDeviceDeviceBackingInfo {
-    type Target = VirtualDeviceDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
-        &self.virtual_device_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualPointingDeviceDeviceBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
-        &mut self.virtual_device_device_backing_info
-    }
-}
-impl x::Fields for VirtualPointingDeviceDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostPointingDevice" => r.read(&mut self.host_pointing_device),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_device_backing_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
-        w.write("hostPointingDevice", &self.host_pointing_device);
-    }
-}
-/// `VirtualPointingDeviceOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPointingDeviceOption {
-    /// The fields `VirtualPointingDeviceOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-}
-impl x::SchemaType for VirtualPointingDeviceOption {
-    const TYPE_NAME: &'static str = "VirtualPointingDeviceOption";
-}
-impl x::Structure for VirtualPointingDeviceOption {}
-impl std::ops::Deref for VirtualPointingDeviceOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualPointingDeviceOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualPointingDeviceOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-    }
-}
-/// `VirtualPrecisionClock` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPrecisionClock {
-    /// The fields `VirtualPrecisionClock` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-}
-impl x::SchemaType for VirtualPrecisionClock {
-    const TYPE_NAME: &'static str = "VirtualPrecisionClock";
-}
-impl x::Structure for VirtualPrecisionClock {}
-impl std::ops::Deref for VirtualPrecisionClock {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualPrecisionClock {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualPrecisionClock {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-    }
-}
-/// `VirtualPrecisionClockOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPrecisionClockOption {
-    /// The fields `VirtualPrecisionClockOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-}
-impl x::SchemaType for VirtualPrecisionClockOption {
-    const TYPE_NAME: &'static str = "VirtualPrecisionClockOption";
-}
-impl x::Structure for VirtualPrecisionClockOption {}
-impl std::ops::Deref for VirtualPrecisionClockOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualPrecisionClockOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualPrecisionClockOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-    }
-}
-/// `VirtualPrecisionClockSystemClockBackingInfo` (extends `VirtualDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPrecisionClockSystemClockBackingInfo {
-    /// `protocol`.
-    pub protocol: Option<String>,
-}
-impl x::SchemaType for VirtualPrecisionClockSystemClockBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualPrecisionClockSystemClockBackingInfo";
-}
-impl x::Structure for VirtualPrecisionClockSystemClockBackingInfo {}
-impl x::Fields for VirtualPrecisionClockSystemClockBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "protocol" => r.read_opt(&mut self.protocol),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("protocol", &self.protocol);
-    }
-}
-/// `VirtualPrecisionClockSystemClockBackingOption` (extends `VirtualDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPrecisionClockSystemClockBackingOption {
-    /// The fields `VirtualPrecisionClockSystemClockBackingOption` inherits from `VirtualDeviceBackingOption`.
-    pub virtual_device_backing_option: VirtualDeviceBackingOption,
-    /// `protocol`.
-    pub protocol: ChoiceOption,
-}
-impl x::SchemaType for VirtualPrecisionClockSystemClockBackingOption {
-    const TYPE_NAME: &'static str = "VirtualPrecisionClockSystemClockBackingOption";
-}
-impl x::Structure for VirtualPrecisionClockSystemClockBackingOption {}
-impl std::ops::Deref for VirtualPrecisionClockSystemClockBackingOption {
-    type Target = VirtualDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceBackingOption {
-        &self.virtual_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualPrecisionClockSystemClockBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
-        &mut self.virtual_device_backing_option
-    }
-}
-impl x::Fields for VirtualPrecisionClockSystemClockBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "protocol" => r.read(&mut self.protocol),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_backing_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
-        w.write("protocol", &self.protocol);
-    }
-}
-/// `VirtualSATAController` (extends `VirtualController`).
-///
-/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSATAController {
-    /// The fields `VirtualSATAController` inherits from `VirtualController`.
-    pub virtual_controller: VirtualController,
-}
-impl x::SchemaType for VirtualSATAController {
-    const TYPE_NAME: &'static str = "VirtualSATAController";
-}
-impl x::Structure for VirtualSATAController {}
-impl std::ops::Deref for VirtualSATAController {
-    type Target = VirtualController;
-    #[inline]
-    fn deref(&self) -> &VirtualController {
-        &self.virtual_controller
-    }
-}
-impl std::ops::DerefMut for VirtualSATAController {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualController {
-        &mut self.virtual_controller
-    }
-}
-impl x::Fields for VirtualSATAController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_controller, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller, w);
-    }
-}
-/// `VirtualSATAControllerOption` (extends `VirtualControllerOption`).
-///
-/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSATAControllerOption {
-    /// The fields `VirtualSATAControllerOption` inherits from `VirtualControllerOption`.
-    pub virtual_controller_option: VirtualControllerOption,
-    /// `numSATADisks`.
-    pub num_sata_disks: IntOption,
-    /// `numSATACdroms`.
-    pub num_sata_cdroms: IntOption,
-}
-impl x::SchemaType for VirtualSATAControllerOption {
-    const TYPE_NAME: &'static str = "VirtualSATAControllerOption";
-}
-impl x::Structure for VirtualSATAControllerOption {}
-impl std::ops::Deref for VirtualSATAControllerOption {
-    type Target = VirtualControllerOption;
-    #[inline]
-    fn deref(&self) -> &VirtualControllerOption {
-        &self.virtual_controller_option
-    }
-}
-impl std::ops::DerefMut for VirtualSATAControllerOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
-        &mut self.virtual_controller_option
-    }
-}
-impl x::Fields for VirtualSATAControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numSATADisks" => r.read(&mut self.num_sata_disks),
-            "numSATACdroms" => r.read(&mut self.num_sata_cdroms),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_controller_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller_option, w);
-        w.write("numSATADisks", &self.num_sata_disks);
-        w.write("numSATACdroms", &self.num_sata_cdroms);
-    }
-}
-/// `VirtualSCSIController` (extends `VirtualController`).
-///
-/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSCSIController {
-    /// The fields `VirtualSCSIController` inherits from `VirtualController`.
-    pub virtual_controller: VirtualController,
-    /// `hotAddRemove`.
-    pub hot_add_remove: Option<bool>,
-    /// `sharedBus`.
-    pub shared_bus: VirtualSCSISharing,
-    /// `scsiCtlrUnitNumber`.
-    pub scsi_ctlr_unit_number: Option<i32>,
-}
-impl x::SchemaType for VirtualSCSIController {
-    const TYPE_NAME: &'static str = "VirtualSCSIController";
-}
-impl x::Structure for VirtualSCSIController {}
-impl std::ops::Deref for VirtualSCSIController {
-    type Target = VirtualController;
-    #[inline]
-    fn deref(&self) -> &VirtualController {
-        &self.virtual_controller
-    }
-}
-impl std::ops::DerefMut for VirtualSCSIController {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualController {
-        &mut self.virtual_controller
-    }
-}
-impl x::Fields for VirtualSCSIController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hotAddRemove" => r.read_opt(&mut self.hot_add_remove),
-            "sharedBus" => r.read(&mut self.shared_bus),
-            "scsiCtlrUnitNumber" => r.read_opt(&mut self.scsi_ctlr_unit_number),
-            _ => return x::Fields::decode_field(&mut self.virtual_controller, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller, w);
-        w.write_opt("hotAddRemove", &self.hot_add_remove);
-        w.write("sharedBus", &self.shared_bus);
-        w.write_opt("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
-    }
-}
-/// `VirtualSCSIControllerOption` (extends `VirtualControllerOption`).
-///
-/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualSCSIControllerOption {
-    /// The fields `VirtualSCSIControllerOption` inherits from `VirtualControllerOption`.
-    pub virtual_controller_option: VirtualControllerOption,
-    /// `numSCSIDisks`.
-    pub num_scsi_disks: IntOption,
-    /// `numSCSICdroms`.
-    pub num_scsi_cdroms: IntOption,
-    /// `numSCSIPassthrough`.
-    pub num_scsi_passthrough: IntOption,
-    /// `sharing`.
-    pub sharing: Vec<VirtualSCSISharing>,
-    /// `defaultSharedIndex`.
-    pub default_shared_index: i32,
-    /// `hotAddRemove`.
-    pub hot_add_remove: BoolOption,
-    /// `scsiCtlrUnitNumber`.
-    pub scsi_ctlr_unit_number: i32,
-}
-impl x::SchemaType for VirtualSCSIControllerOption {
-    const TYPE_NAME: &'static str = "VirtualSCSIControllerOption";
-}
-impl x::Structure for VirtualSCSIControllerOption {}
-impl Clone for VirtualSCSIControllerOption {
-    fn clone(&self) -> Self {
-        Self {
-            virtual_controller_option: self.virtual_controller_option.clone(),
-            num_scsi_disks: self.num_scsi_disks.clone(),
-            num_scsi_cdroms: self.num_scsi_cdroms.clone(),
-            num_scsi_passthrough: self.num_scsi_passthrough.clone(),
-            sharing: x::clone_vec(&self.sharing),
-            default_shared_index: self.default_shared_index,
-            hot_add_remove: self.hot_add_remove.clone(),
-            scsi_ctlr_unit_number: self.scsi_ctlr_unit_number,
-        }
-    }
-}
-impl std::ops::Deref for VirtualSCSIControllerOption {
-    type Target = VirtualControllerOption;
-    #[inline]
-    fn deref(&self) -> &VirtualControllerOption {
-        &self.virtual_controller_option
-    }
-}
-impl std::ops::DerefMut for VirtualSCSIControllerOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
-        &mut self.virtual_controller_option
-    }
-}
-impl x::Fields for VirtualSCSIControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numSCSIDisks" => r.read(&mut self.num_scsi_disks),
-            "numSCSICdroms" => r.read(&mut self.num_scsi_cdroms),
-            "numSCSIPassthrough" => r.read(&mut self.num_scsi_passthrough),
-            "sharing" => r.read_push(&mut self.sharing),
-            "defaultSharedIndex" => r.read(&mut self.default_shared_index),
-            "hotAddRemove" => r.read(&mut self.hot_add_remove),
-            "scsiCtlrUnitNumber" => r.read(&mut self.scsi_ctlr_unit_number),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_controller_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller_option, w);
-        w.write("numSCSIDisks", &self.num_scsi_disks);
-        w.write("numSCSICdroms", &self.num_scsi_cdroms);
-        w.write("numSCSIPassthrough", &self.num_scsi_passthrough);
-        w.write_vec("sharing", &self.sharing);
-        w.write("defaultSharedIndex", &self.default_shared_index);
-        w.write("hotAddRemove", &self.hot_add_remove);
-        w.write("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
-    }
-}
-/// `VirtualSCSIPassthrough` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSCSIPassthrough {
-    /// The fields `VirtualSCSIPassthrough` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-}
-impl x::SchemaType for VirtualSCSIPassthrough {
-    const TYPE_NAME: &'static str = "VirtualSCSIPassthrough";
-}
-impl x::Structure for VirtualSCSIPassthrough {}
-impl std::ops::Deref for VirtualSCSIPassthrough {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualSCSIPassthrough {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualSCSIPassthrough {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-    }
-}
-/// `VirtualSCSIPassthroughDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSCSIPassthroughDeviceBackingInfo {
-    /// The fields `VirtualSCSIPassthroughDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
-    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
-}
-impl x::SchemaType for VirtualSCSIPassthroughDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughDeviceBackingInfo";
-}
-impl x::Structure for VirtualSCSIPassthroughDeviceBackingInfo {}
-impl std::ops::Deref for VirtualSCSIPassthroughDeviceBackingInfo {
-    type Target = VirtualDeviceDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
-        &self.virtual_device_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualSCSIPassthroughDeviceBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
-        &mut self.virtual_device_device_backing_info
-    }
-}
-impl x::Fields for VirtualSCSIPassthroughDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
-    }
-}
-/// `VirtualSCSIPassthroughDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSCSIPassthroughDeviceBackingOption {
-    /// The fields `VirtualSCSIPassthroughDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
-    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
-}
-impl x::SchemaType for VirtualSCSIPassthroughDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughDeviceBackingOption";
-}
-impl x::Structure for VirtualSCSIPassthroughDeviceBackingOption {}
-impl std::ops::Deref for VirtualSCSIPassthroughDeviceBackingOption {
-    type Target = VirtualDeviceDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
-        &self.virtual_device_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualSCSIPassthroughDeviceBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
-        &mut self.virtual_device_device_backing_option
-    }
-}
-impl x::Fields for VirtualSCSIPassthroughDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
-    }
-}
-/// `VirtualSCSIPassthroughOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSCSIPassthroughOption {
-    /// The fields `VirtualSCSIPassthroughOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-}
-impl x::SchemaType for VirtualSCSIPassthroughOption {
-    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughOption";
-}
-impl x::Structure for VirtualSCSIPassthroughOption {}
-impl std::ops::Deref for VirtualSCSIPassthroughOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualSCSIPassthroughOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualSCSIPassthroughOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-    }
-}
-/// `VirtualSIOController` (extends `VirtualController`).
-///
-/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSIOController {
-    /// The fields `VirtualSIOController` inherits from `VirtualController`.
-    pub virtual_controller: VirtualController,
-}
-impl x::SchemaType for VirtualSIOController {
-    const TYPE_NAME: &'static str = "VirtualSIOController";
-}
-impl x::Structure for VirtualSIOController {}
-impl std::ops::Deref for VirtualSIOController {
-    type Target = VirtualController;
-    #[inline]
-    fn deref(&self) -> &VirtualController {
-        &self.virtual_controller
-    }
-}
-impl std::ops::DerefMut for VirtualSIOController {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualController {
-        &mut self.virtual_controller
-    }
-}
-impl x::Fields for VirtualSIOController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_controller, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller, w);
-    }
-}
-/// `VirtualSIOControllerOption` (extends `VirtualControllerOption`).
-///
-/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSIOControllerOption {
-    /// The fields `VirtualSIOControllerOption` inherits from `VirtualControllerOption`.
-    pub virtual_controller_option: VirtualControllerOption,
-    /// `numFloppyDrives`.
-    pub num_floppy_drives: IntOption,
-    /// `numSerialPorts`.
-    pub num_serial_ports: IntOption,
-    /// `numParallelPorts`.
-    pub num_parallel_ports: IntOption,
-}
-impl x::SchemaType for VirtualSIOControllerOption {
-    const TYPE_NAME: &'static str = "VirtualSIOControllerOption";
-}
-impl x::Structure for VirtualSIOControllerOption {}
-impl std::ops::Deref for VirtualSIOControllerOption {
-    type Target = VirtualControllerOption;
-    #[inline]
-    fn deref(&self) -> &VirtualControllerOption {
-        &self.virtual_controller_option
-    }
-}
-impl std::ops::DerefMut for VirtualSIOControllerOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
-        &mut self.virtual_controller_option
-    }
-}
-impl x::Fields for VirtualSIOControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numFloppyDrives" => r.read(&mut self.num_floppy_drives),
-            "numSerialPorts" => r.read(&mut self.num_serial_ports),
-            "numParallelPorts" => r.read(&mut self.num_parallel_ports),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_controller_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller_option, w);
-        w.write("numFloppyDrives", &self.num_floppy_drives);
-        w.write("numSerialPorts", &self.num_serial_ports);
-        w.write("numParallelPorts", &self.num_parallel_ports);
-    }
-}
-/// `VirtualSerialPort` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPort {
-    /// The fields `VirtualSerialPort` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-    /// `yieldOnPoll`.
-    pub yield_on_poll: bool,
-}
-impl x::SchemaType for VirtualSerialPort {
-    const TYPE_NAME: &'static str = "VirtualSerialPort";
-}
-impl x::Structure for VirtualSerialPort {}
-impl std::ops::Deref for VirtualSerialPort {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPort {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualSerialPort {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "yieldOnPoll" => r.read(&mut self.yield_on_poll),
-            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-        w.write("yieldOnPoll", &self.yield_on_poll);
-    }
-}
-/// `VirtualSerialPortDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortDeviceBackingInfo {
-    /// The fields `VirtualSerialPortDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
-    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
-}
-impl x::SchemaType for VirtualSerialPortDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSerialPortDeviceBackingInfo";
-}
-impl x::Structure for VirtualSerialPortDeviceBackingInfo {}
-impl std::ops::Deref for VirtualSerialPortDeviceBackingInfo {
-    type Target = VirtualDeviceDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
-        &self.virtual_device_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortDeviceBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
-        &mut self.virtual_device_device_backing_info
-    }
-}
-impl x::Fields for VirtualSerialPortDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
-    }
-}
-/// `VirtualSerialPortDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortDeviceBackingOption {
-    /// The fields `VirtualSerialPortDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
-    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
-}
-impl x::SchemaType for VirtualSerialPortDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSerialPortDeviceBackingOption";
-}
-impl x::Structure for VirtualSerialPortDeviceBackingOption {}
-impl std::ops::Deref for VirtualSerialPortDeviceBackingOption {
-    type Target = VirtualDeviceDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
-        &self.virtual_device_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortDeviceBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
-        &mut self.virtual_device_device_backing_option
-    }
-}
-impl x::Fields for VirtualSerialPortDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
-    }
-}
-/// `VirtualSerialPortFileBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
-///
-/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortFileBackingInfo {
-    /// The fields `VirtualSerialPortFileBackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
-    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
-}
-impl x::SchemaType for VirtualSerialPortFileBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSerialPortFileBackingInfo";
-}
-impl x::Structure for VirtualSerialPortFileBackingInfo {}
-impl std::ops::Deref for VirtualSerialPortFileBackingInfo {
-    type Target = VirtualDeviceFileBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
-        &self.virtual_device_file_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortFileBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
-        &mut self.virtual_device_file_backing_info
-    }
-}
-impl x::Fields for VirtualSerialPortFileBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_file_backing_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
-    }
-}
-/// `VirtualSerialPortFileBackingOption` (extends `VirtualDeviceFileBackingOption`).
-///
-/// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortFileBackingOption {
-    /// The fields `VirtualSerialPortFileBackingOption` inherits from `VirtualDeviceFileBackingOption`.
-    pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
-}
-impl x::SchemaType for VirtualSerialPortFileBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSerialPortFileBackingOption";
-}
-impl x::Structure for VirtualSerialPortFileBackingOption {}
-impl std::ops::Deref for VirtualSerialPortFileBackingOption {
-    type Target = VirtualDeviceFileBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceFileBackingOption {
-        &self.virtual_device_file_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortFileBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingOption {
-        &mut self.virtual_device_file_backing_option
-    }
-}
-impl x::Fields for VirtualSerialPortFileBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_file_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_file_backing_option, w);
-    }
-}
-/// `VirtualSerialPortOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortOption {
-    /// The fields `VirtualSerialPortOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-    /// `yieldOnPoll`.
-    pub yield_on_poll: BoolOption,
-}
-impl x::SchemaType for VirtualSerialPortOption {
-    const TYPE_NAME: &'static str = "VirtualSerialPortOption";
-}
-impl x::Structure for VirtualSerialPortOption {}
-impl std::ops::Deref for VirtualSerialPortOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualSerialPortOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "yieldOnPoll" => r.read(&mut self.yield_on_poll),
-            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-        w.write("yieldOnPoll", &self.yield_on_poll);
-    }
-}
-/// `VirtualSerialPortPipeBackingInfo` (extends `VirtualDevicePipeBackingInfo`).
-///
-/// The fields of `VirtualDevicePipeBackingInfo` are in `virtual_device_pipe_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortPipeBackingInfo {
-    /// The fields `VirtualSerialPortPipeBackingInfo` inherits from `VirtualDevicePipeBackingInfo`.
-    pub virtual_device_pipe_backing_info: VirtualDevicePipeBackingInfo,
-    /// `endpoint`.
-    pub endpoint: String,
-    /// `noRxLoss`.
-    pub no_rx_loss: Option<bool>,
-}
-impl x::SchemaType for VirtualSerialPortPipeBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSerialPortPipeBackingInfo";
-}
-impl x::Structure for VirtualSerialPortPipeBackingInfo {}
-impl std::ops::Deref for VirtualSerialPortPipeBackingInfo {
-    type Target = VirtualDevicePipeBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDevicePipeBackingInfo {
-        &self.virtual_device_pipe_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortPipeBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevicePipeBackingInfo {
-        &mut self.virtual_device_pipe_backing_info
-    }
-}
-impl x::Fields for VirtualSerialPortPipeBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "endpoint" => r.read(&mut self.endpoint),
-            "noRxLoss" => r.read_opt(&mut self.no_rx_loss),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_pipe_backing_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_pipe_backing_info, w);
-        w.write("endpoint", &self.endpoint);
-        w.write_opt("noRxLoss", &self.no_rx_loss);
-    }
-}
-/// `VirtualSerialPortPipeBackingOption` (extends `VirtualDevicePipeBackingOption`).
-///
-/// The fields of `VirtualDevicePipeBackingOption` are in `virtual_device_pipe_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortPipeBackingOption {
-    /// The fields `VirtualSerialPortPipeBackingOption` inherits from `VirtualDevicePipeBackingOption`.
-    pub virtual_device_pipe_backing_option: VirtualDevicePipeBackingOption,
-    /// `endpoint`.
-    pub endpoint: ChoiceOption,
-    /// `noRxLoss`.
-    pub no_rx_loss: BoolOption,
-}
-impl x::SchemaType for VirtualSerialPortPipeBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSerialPortPipeBackingOption";
-}
-impl x::Structure for VirtualSerialPortPipeBackingOption {}
-impl std::ops::Deref for VirtualSerialPortPipeBackingOption {
-    type Target = VirtualDevicePipeBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDevicePipeBackingOption {
-        &self.virtual_device_pipe_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortPipeBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevicePipeBackingOption {
-        &mut self.virtual_device_pipe_backing_option
-    }
-}
-impl x::Fields for VirtualSerialPortPipeBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "endpoint" => r.read(&mut self.endpoint),
-            "noRxLoss" => r.read(&mut self.no_rx_loss),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_pipe_backing_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_pipe_backing_option, w);
-        w.write("endpoint", &self.endpoint);
-        w.write("noRxLoss", &self.no_rx_loss);
-    }
-}
-/// `VirtualSerialPortThinPrintBackingInfo` (extends `VirtualDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortThinPrintBackingInfo {}
-impl x::SchemaType for VirtualSerialPortThinPrintBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSerialPortThinPrintBackingInfo";
-}
-impl x::Structure for VirtualSerialPortThinPrintBackingInfo {}
-impl x::Fields for VirtualSerialPortThinPrintBackingInfo {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualSerialPortThinPrintBackingOption` (extends `VirtualDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortThinPrintBackingOption {
-    /// The fields `VirtualSerialPortThinPrintBackingOption` inherits from `VirtualDeviceBackingOption`.
-    pub virtual_device_backing_option: VirtualDeviceBackingOption,
-}
-impl x::SchemaType for VirtualSerialPortThinPrintBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSerialPortThinPrintBackingOption";
-}
-impl x::Structure for VirtualSerialPortThinPrintBackingOption {}
-impl std::ops::Deref for VirtualSerialPortThinPrintBackingOption {
-    type Target = VirtualDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceBackingOption {
-        &self.virtual_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortThinPrintBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
-        &mut self.virtual_device_backing_option
-    }
-}
-impl x::Fields for VirtualSerialPortThinPrintBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
-    }
-}
-/// `VirtualSerialPortURIBackingInfo` (extends `VirtualDeviceURIBackingInfo`).
-///
-/// The fields of `VirtualDeviceURIBackingInfo` are in `virtual_device_uri_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortURIBackingInfo {
-    /// The fields `VirtualSerialPortURIBackingInfo` inherits from `VirtualDeviceURIBackingInfo`.
-    pub virtual_device_uri_backing_info: VirtualDeviceURIBackingInfo,
-}
-impl x::SchemaType for VirtualSerialPortURIBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSerialPortURIBackingInfo";
-}
-impl x::Structure for VirtualSerialPortURIBackingInfo {}
-impl std::ops::Deref for VirtualSerialPortURIBackingInfo {
-    type Target = VirtualDeviceURIBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceURIBackingInfo {
-        &self.virtual_device_uri_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortURIBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceURIBackingInfo {
-        &mut self.virtual_device_uri_backing_info
-    }
-}
-impl x::Fields for VirtualSerialPortURIBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_uri_backing_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_uri_backing_info, w);
-    }
-}
-/// `VirtualSerialPortURIBackingOption` (extends `VirtualDeviceURIBackingOption`).
-///
-/// The fields of `VirtualDeviceURIBackingOption` are in `virtual_device_uri_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortURIBackingOption {
-    /// The fields `VirtualSerialPortURIBackingOption` inherits from `VirtualDeviceURIBackingOption`.
-    pub virtual_device_uri_backing_option: VirtualDeviceURIBackingOption,
-}
-impl x::SchemaType for VirtualSerialPortURIBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSerialPortURIBackingOption";
-}
-impl x::Structure for VirtualSerialPortURIBackingOption {}
-impl std::ops::Deref for VirtualSerialPortURIBackingOption {
-    type Target = VirtualDeviceURIBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceURIBackingOption {
-        &self.virtual_device_uri_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortURIBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceURIBackingOption {
-        &mut self.virtual_device_uri_backing_option
-    }
-}
-impl x::Fields for VirtualSerialPortURIBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_uri_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_uri_backing_option, w);
-    }
-}
-/// `VirtualSoundBlaster16` (extends `VirtualSoundCard`).
-///
-/// The fields of `VirtualSoundCard` are in `virtual_sound_card`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSoundBlaster16 {
-    /// The fields `VirtualSoundBlaster16` inherits from `VirtualSoundCard`.
-    pub virtual_sound_card: VirtualSoundCard,
-}
-impl x::SchemaType for VirtualSoundBlaster16 {
-    const TYPE_NAME: &'static str = "VirtualSoundBlaster16";
-}
-impl x::Structure for VirtualSoundBlaster16 {}
-impl std::ops::Deref for VirtualSoundBlaster16 {
-    type Target = VirtualSoundCard;
-    #[inline]
-    fn deref(&self) -> &VirtualSoundCard {
-        &self.virtual_sound_card
-    }
-}
-impl std::ops::DerefMut for VirtualSoundBlaster16 {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualSoundCard {
-        &mut self.virtual_sound_card
-    }
-}
-impl x::Fields for VirtualSoundBlaster16 {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_sound_card, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_sound_card, w);
-    }
-}
-/// `VirtualSoundBlaster16Option` (extends `VirtualSoundCardOption`).
-///
-/// The fields of `VirtualSoundCardOption` are in `virtual_sound_card_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSoundBlaster16Option {
-    /// The fields `VirtualSoundBlaster16Option` inherits from `VirtualSoundCardOption`.
-    pub virtual_sound_card_option: VirtualSoundCardOption,
-}
-impl x::SchemaType for VirtualSoundBlaster16Option {
-    const TYPE_NAME: &'static str = "VirtualSoundBlaster16Option";
-}
-impl x::Structure for VirtualSoundBlaster16Option {}
-impl std::ops::Deref for VirtualSoundBlaster16Option {
-    type Target = VirtualSoundCardOption;
-    #[inline]
-    fn deref(&self) -> &VirtualSoundCardOption {
-        &self.virtual_sound_card_option
-    }
-}
-impl std::ops::DerefMut for VirtualSoundBlaster16Option {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualSoundCardOption {
-        &mut self.virtual_sound_card_option
-    }
-}
-impl x::Fields for VirtualSoundBlaster16Option {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_sound_card_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_sound_card_option, w);
-    }
-}
-/// `VirtualSoundCard` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSoundCard {
-    /// The fields `VirtualSoundCard` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-}
-impl x::SchemaType for VirtualSoundCard {
-    const TYPE_NAME: &'static str = "VirtualSoundCard";
-}
-impl x::Structure for VirtualSoundCard {}
-impl std::ops::Deref for VirtualSoundCard {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualSoundCard {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualSoundCard {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-    }
-}
-/// `VirtualSoundCardDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSoundCardDeviceBackingInfo {
-    /// The fields `VirtualSoundCardDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
-    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
-}
-impl x::SchemaType for VirtualSoundCardDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSoundCardDeviceBackingInfo";
-}
-impl x::Structure for VirtualSoundCardDeviceBackingInfo {}
-impl std::ops::Deref for VirtualSoundCardDeviceBackingInfo {
-    type Target = VirtualDeviceDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
-        &self.virtual_device_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualSoundCardDeviceBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
-        &mut self.virtual_device_device_backing_info
-    }
-}
-impl x::Fields for VirtualSoundCardDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
-    }
-}
-/// `VirtualSoundCardDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSoundCardDeviceBackingOption {
-    /// The fields `VirtualSoundCardDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
-    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
-}
-impl x::SchemaType for VirtualSoundCardDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSoundCardDeviceBackingOption";
-}
-impl x::Structure for VirtualSoundCardDeviceBackingOption {}
-impl std::ops::Deref for VirtualSoundCardDeviceBackingOption {
-    type Target = VirtualDeviceDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
-        &self.virtual_device_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualSoundCardDeviceBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
-        &mut self.virtual_device_device_backing_option
-    }
-}
-impl x::Fields for VirtualSoundCardDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
-    }
-}
-/// `VirtualSoundCardOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSoundCardOption {
-    /// The fields `VirtualSoundCardOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-}
-impl x::SchemaType for VirtualSoundCardOption {
-    const TYPE_NAME: &'static str = "VirtualSoundCardOption";
-}
-impl x::Structure for VirtualSoundCardOption {}
-impl std::ops::Deref for VirtualSoundCardOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualSoundCardOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualSoundCardOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-    }
-}
-/// `VirtualSriovEthernetCard` (extends `VirtualEthernetCard`).
-///
-/// The fields of `VirtualEthernetCard` are in `virtual_ethernet_card`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSriovEthernetCard {
-    /// The fields `VirtualSriovEthernetCard` inherits from `VirtualEthernetCard`.
-    pub virtual_ethernet_card: VirtualEthernetCard,
-    /// `allowGuestOSMtuChange`.
-    pub allow_guest_os_mtu_change: Option<bool>,
-    /// `sriovBacking`.
-    pub sriov_backing: Option<VirtualSriovEthernetCardSriovBackingInfo>,
-    /// `dvxBackingInfo`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub dvx_backing_info: Option<VirtualPCIPassthroughDvxBackingInfo>,
-}
-impl x::SchemaType for VirtualSriovEthernetCard {
-    const TYPE_NAME: &'static str = "VirtualSriovEthernetCard";
-}
-impl x::Structure for VirtualSriovEthernetCard {}
-impl std::ops::Deref for VirtualSriovEthernetCard {
-    type Target = VirtualEthernetCard;
-    #[inline]
-    fn deref(&self) -> &VirtualEthernetCard {
-        &self.virtual_ethernet_card
-    }
-}
-impl std::ops::DerefMut for VirtualSriovEthernetCard {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualEthernetCard {
-        &mut self.virtual_ethernet_card
-    }
-}
-impl x::Fields for VirtualSriovEthernetCard {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "allowGuestOSMtuChange" => r.read_opt(&mut self.allow_guest_os_mtu_change),
-            "sriovBacking" => r.read_opt(&mut self.sriov_backing),
-            "dvxBackingInfo" => r.read_opt(&mut self.dvx_backing_info),
-            _ => return x::Fields::decode_field(&mut self.virtual_ethernet_card, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_ethernet_card, w);
-        w.write_opt("allowGuestOSMtuChange", &self.allow_guest_os_mtu_change);
-        w.write_opt("sriovBacking", &self.sriov_backing);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualSriovEthernetCard.dvxBackingInfo",
-                self.dvx_backing_info.is_some(),
-            )
-        {
-            w.write_opt("dvxBackingInfo", &self.dvx_backing_info);
-        }
-    }
-}
-/// `VirtualSriovEthernetCardOption` (extends `VirtualEthernetCardOption`).
-///
-/// The fields of `VirtualEthernetCardOption` are in `virtual_ethernet_card_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSriovEthernetCardOption {
-    /// The fields `VirtualSriovEthernetCardOption` inherits from `VirtualEthernetCardOption`.
-    pub virtual_ethernet_card_option: VirtualEthernetCardOption,
-}
-impl x::SchemaType for VirtualSriovEthernetCardOption {
-    const TYPE_NAME: &'static str = "VirtualSriovEthernetCardOption";
-}
-impl x::Structure for VirtualSriovEthernetCardOption {}
-impl std::ops::Deref for VirtualSriovEthernetCardOption {
-    type Target = VirtualEthernetCardOption;
-    #[inline]
-    fn deref(&self) -> &VirtualEthernetCardOption {
-        &self.virtual_ethernet_card_option
-    }
-}
-impl std::ops::DerefMut for VirtualSriovEthernetCardOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualEthernetCardOption {
-        &mut self.virtual_ethernet_card_option
-    }
-}
-impl x::Fields for VirtualSriovEthernetCardOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_ethernet_card_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_ethernet_card_option, w);
-    }
-}
-/// `VirtualSriovEthernetCardSriovBackingInfo` (extends `VirtualDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSriovEthernetCardSriovBackingInfo {
-    /// `physicalFunctionBacking`.
-    pub physical_function_backing: Option<VirtualPCIPassthroughDeviceBackingInfo>,
-    /// `virtualFunctionBacking`.
-    pub virtual_function_backing: Option<VirtualPCIPassthroughDeviceBackingInfo>,
-    /// `virtualFunctionIndex`.
-    pub virtual_function_index: Option<i32>,
-}
-impl x::SchemaType for VirtualSriovEthernetCardSriovBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSriovEthernetCardSriovBackingInfo";
-}
-impl x::Structure for VirtualSriovEthernetCardSriovBackingInfo {}
-impl x::Fields for VirtualSriovEthernetCardSriovBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "physicalFunctionBacking" => r.read_opt(&mut self.physical_function_backing),
-            "virtualFunctionBacking" => r.read_opt(&mut self.virtual_function_backing),
-            "virtualFunctionIndex" => r.read_opt(&mut self.virtual_function_index),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("physicalFunctionBacking", &self.physical_function_backing);
-        w.write_opt("virtualFunctionBacking", &self.virtual_function_backing);
-        w.write_opt("virtualFunctionIndex", &self.virtual_function_index);
-    }
-}
-/// `VirtualSriovEthernetCardSriovBackingOption` (extends `VirtualDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSriovEthernetCardSriovBackingOption {
-    /// The fields `VirtualSriovEthernetCardSriovBackingOption` inherits from `VirtualDeviceBackingOption`.
-    pub virtual_device_backing_option: VirtualDeviceBackingOption,
-}
-impl x::SchemaType for VirtualSriovEthernetCardSriovBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSriovEthernetCardSriovBackingOption";
-}
-impl x::Structure for VirtualSriovEthernetCardSriovBackingOption {}
-impl std::ops::Deref for VirtualSriovEthernetCardSriovBackingOption {
-    type Target = VirtualDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceBackingOption {
-        &self.virtual_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualSriovEthernetCardSriovBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
-        &mut self.virtual_device_backing_option
-    }
-}
-impl x::Fields for VirtualSriovEthernetCardSriovBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
-    }
-}
-/// `VirtualSwitchProfile` (extends `ApplyProfile`).
-///
-/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSwitchProfile {
-    /// The fields `VirtualSwitchProfile` inherits from `ApplyProfile`.
-    pub apply_profile: ApplyProfile,
-    /// `key`.
-    pub key: String,
-    /// `name`.
-    pub name: String,
-    /// `link`.
-    pub link: LinkProfile,
-    /// `numPorts`.
-    pub num_ports: NumPortsProfile,
-    /// `networkPolicy`.
-    pub network_policy: NetworkPolicyProfile,
-}
-impl x::SchemaType for VirtualSwitchProfile {
-    const TYPE_NAME: &'static str = "VirtualSwitchProfile";
-}
-impl x::Structure for VirtualSwitchProfile {}
-impl std::ops::Deref for VirtualSwitchProfile {
-    type Target = ApplyProfile;
-    #[inline]
-    fn deref(&self) -> &ApplyProfile {
-        &self.apply_profile
-    }
-}
-impl std::ops::DerefMut for VirtualSwitchProfile {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ApplyProfile {
-        &mut self.apply_profile
-    }
-}
-impl x::Fields for VirtualSwitchProfile {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "link" => r.read(&mut self.link),
-            "numPorts" => r.read(&mut self.num_ports),
-            "networkPolicy" => r.read(&mut self.network_policy),
-            _ => return x::Fields::decode_field(&mut self.apply_profile, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.apply_profile, w);
-        w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write("link", &self.link);
-        w.write("numPorts", &self.num_ports);
-        w.write("networkPolicy", &self.network_policy);
-    }
-}
-impl x::ArrayItem for VirtualSwitchProfile {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualSwitchProfile";
-    const ITEM_TAG: &'static str = "VirtualSwitchProfile";
-}
-/// `VirtualSwitchSelectionProfile` (extends `ApplyProfile`).
-///
-/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSwitchSelectionProfile {
-    /// The fields `VirtualSwitchSelectionProfile` inherits from `ApplyProfile`.
-    pub apply_profile: ApplyProfile,
-}
-impl x::SchemaType for VirtualSwitchSelectionProfile {
-    const TYPE_NAME: &'static str = "VirtualSwitchSelectionProfile";
-}
-impl x::Structure for VirtualSwitchSelectionProfile {}
-impl std::ops::Deref for VirtualSwitchSelectionProfile {
-    type Target = ApplyProfile;
-    #[inline]
-    fn deref(&self) -> &ApplyProfile {
-        &self.apply_profile
-    }
-}
-impl std::ops::DerefMut for VirtualSwitchSelectionProfile {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ApplyProfile {
-        &mut self.apply_profile
-    }
-}
-impl x::Fields for VirtualSwitchSelectionProfile {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.apply_profile, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.apply_profile, w);
-    }
-}
-/// `VirtualTPM` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualTPM {
-    /// The fields `VirtualTPM` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-    /// `endorsementKeyCertificateSigningRequest`.
-    pub endorsement_key_certificate_signing_request: Vec<Vec<u8>>,
-    /// `endorsementKeyCertificate`.
-    pub endorsement_key_certificate: Vec<Vec<u8>>,
-}
-impl x::SchemaType for VirtualTPM {
-    const TYPE_NAME: &'static str = "VirtualTPM";
-}
-impl x::Structure for VirtualTPM {}
-impl Clone for VirtualTPM {
-    fn clone(&self) -> Self {
-        Self {
-            virtual_device: self.virtual_device.clone(),
-            endorsement_key_certificate_signing_request: x::clone_vec(
-                &self.endorsement_key_certificate_signing_request,
-            ),
-            endorsement_key_certificate: x::clone_vec(&self.endorsement_key_certificate),
-        }
-    }
-}
-impl std::ops::Deref for VirtualTPM {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualTPM {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualTPM {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "endorsementKeyCertificateSigningRequest" => {
-                r.read_push(&mut self.endorsement_key_certificate_signing_request)
-            }
-            "endorsementKeyCertificate" => {
-                r.read_push(&mut self.endorsement_key_certificate)
-            }
-            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-        w.write_vec(
-            "endorsementKeyCertificateSigningRequest",
-            &self.endorsement_key_certificate_signing_request,
-        );
-        w.write_vec("endorsementKeyCertificate", &self.endorsement_key_certificate);
-    }
-}
-/// `VirtualTPMOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualTPMOption {
-    /// The fields `VirtualTPMOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-    /// `supportedFirmware`.
-    pub supported_firmware: Vec<String>,
-}
-impl x::SchemaType for VirtualTPMOption {
-    const TYPE_NAME: &'static str = "VirtualTPMOption";
-}
-impl x::Structure for VirtualTPMOption {}
-impl Clone for VirtualTPMOption {
-    fn clone(&self) -> Self {
-        Self {
-            virtual_device_option: self.virtual_device_option.clone(),
-            supported_firmware: x::clone_vec(&self.supported_firmware),
-        }
-    }
-}
-impl std::ops::Deref for VirtualTPMOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualTPMOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualTPMOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "supportedFirmware" => r.read_push(&mut self.supported_firmware),
-            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-        w.write_vec("supportedFirmware", &self.supported_firmware);
     }
 }

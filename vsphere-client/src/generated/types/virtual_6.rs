@@ -5,10 +5,2836 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualPCNet32Option` (extends `VirtualEthernetCardOption`).
+///
+/// The fields of `VirtualEthernetCardOption` are in `virtual_ethernet_card_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPCNet32Option {
+    /// The fields `VirtualPCNet32Option` inherits from `VirtualEthernetCardOption`.
+    pub virtual_ethernet_card_option: VirtualEthernetCardOption,
+    /// `supportsMorphing`.
+    pub supports_morphing: bool,
+}
+impl x::SchemaType for VirtualPCNet32Option {
+    const TYPE_NAME: &'static str = "VirtualPCNet32Option";
+}
+impl x::Structure for VirtualPCNet32Option {}
+impl std::fmt::Debug for VirtualPCNet32Option {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPCNet32Option {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualPCNet32Option {
+    type Target = VirtualEthernetCardOption;
+    #[inline]
+    fn deref(&self) -> &VirtualEthernetCardOption {
+        &self.virtual_ethernet_card_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCNet32Option {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualEthernetCardOption {
+        &mut self.virtual_ethernet_card_option
+    }
+}
+impl x::Fields for VirtualPCNet32Option {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "supportsMorphing" => r.read(&mut self.supports_morphing),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_ethernet_card_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_ethernet_card_option, w);
+        w.write("supportsMorphing", &self.supports_morphing);
+    }
+}
+/// `VirtualPS2Controller` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPS2Controller {
+    /// The fields `VirtualPS2Controller` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
+}
+impl x::SchemaType for VirtualPS2Controller {
+    const TYPE_NAME: &'static str = "VirtualPS2Controller";
+}
+impl x::Structure for VirtualPS2Controller {}
+impl std::fmt::Debug for VirtualPS2Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPS2Controller {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualPS2Controller {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualPS2Controller {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
+impl x::Fields for VirtualPS2Controller {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_controller, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+    }
+}
+/// `VirtualPS2ControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPS2ControllerOption {
+    /// The fields `VirtualPS2ControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `numKeyboards`.
+    pub num_keyboards: IntOption,
+    /// `numPointingDevices`.
+    pub num_pointing_devices: IntOption,
+}
+impl x::SchemaType for VirtualPS2ControllerOption {
+    const TYPE_NAME: &'static str = "VirtualPS2ControllerOption";
+}
+impl x::Structure for VirtualPS2ControllerOption {}
+impl std::fmt::Debug for VirtualPS2ControllerOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPS2ControllerOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualPS2ControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualPS2ControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualPS2ControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numKeyboards" => r.read(&mut self.num_keyboards),
+            "numPointingDevices" => r.read(&mut self.num_pointing_devices),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("numKeyboards", &self.num_keyboards);
+        w.write("numPointingDevices", &self.num_pointing_devices);
+    }
+}
+/// `VirtualParallelPort` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualParallelPort {
+    /// The fields `VirtualParallelPort` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+}
+impl x::SchemaType for VirtualParallelPort {
+    const TYPE_NAME: &'static str = "VirtualParallelPort";
+}
+impl x::Structure for VirtualParallelPort {}
+impl std::fmt::Debug for VirtualParallelPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualParallelPort {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualParallelPort {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualParallelPort {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualParallelPort {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+    }
+}
+/// `VirtualParallelPortDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualParallelPortDeviceBackingInfo {
+    /// The fields `VirtualParallelPortDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+}
+impl x::SchemaType for VirtualParallelPortDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualParallelPortDeviceBackingInfo";
+}
+impl x::Structure for VirtualParallelPortDeviceBackingInfo {}
+impl std::fmt::Debug for VirtualParallelPortDeviceBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualParallelPortDeviceBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualParallelPortDeviceBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualParallelPortDeviceBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualParallelPortDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+    }
+}
+/// `VirtualParallelPortDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualParallelPortDeviceBackingOption {
+    /// The fields `VirtualParallelPortDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+}
+impl x::SchemaType for VirtualParallelPortDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualParallelPortDeviceBackingOption";
+}
+impl x::Structure for VirtualParallelPortDeviceBackingOption {}
+impl std::fmt::Debug for VirtualParallelPortDeviceBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualParallelPortDeviceBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualParallelPortDeviceBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualParallelPortDeviceBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualParallelPortDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+    }
+}
+/// `VirtualParallelPortFileBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+///
+/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualParallelPortFileBackingInfo {
+    /// The fields `VirtualParallelPortFileBackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
+    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
+}
+impl x::SchemaType for VirtualParallelPortFileBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualParallelPortFileBackingInfo";
+}
+impl x::Structure for VirtualParallelPortFileBackingInfo {}
+impl std::fmt::Debug for VirtualParallelPortFileBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualParallelPortFileBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualParallelPortFileBackingInfo {
+    type Target = VirtualDeviceFileBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
+        &self.virtual_device_file_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualParallelPortFileBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
+        &mut self.virtual_device_file_backing_info
+    }
+}
+impl x::Fields for VirtualParallelPortFileBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_file_backing_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
+    }
+}
+/// `VirtualParallelPortFileBackingOption` (extends `VirtualDeviceFileBackingOption`).
+///
+/// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualParallelPortFileBackingOption {
+    /// The fields `VirtualParallelPortFileBackingOption` inherits from `VirtualDeviceFileBackingOption`.
+    pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
+}
+impl x::SchemaType for VirtualParallelPortFileBackingOption {
+    const TYPE_NAME: &'static str = "VirtualParallelPortFileBackingOption";
+}
+impl x::Structure for VirtualParallelPortFileBackingOption {}
+impl std::fmt::Debug for VirtualParallelPortFileBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualParallelPortFileBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualParallelPortFileBackingOption {
+    type Target = VirtualDeviceFileBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingOption {
+        &self.virtual_device_file_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualParallelPortFileBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingOption {
+        &mut self.virtual_device_file_backing_option
+    }
+}
+impl x::Fields for VirtualParallelPortFileBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_file_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_file_backing_option, w);
+    }
+}
+/// `VirtualParallelPortOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualParallelPortOption {
+    /// The fields `VirtualParallelPortOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+}
+impl x::SchemaType for VirtualParallelPortOption {
+    const TYPE_NAME: &'static str = "VirtualParallelPortOption";
+}
+impl x::Structure for VirtualParallelPortOption {}
+impl std::fmt::Debug for VirtualParallelPortOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualParallelPortOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualParallelPortOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualParallelPortOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualParallelPortOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+    }
+}
+/// `VirtualPointingDevice` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPointingDevice {
+    /// The fields `VirtualPointingDevice` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+}
+impl x::SchemaType for VirtualPointingDevice {
+    const TYPE_NAME: &'static str = "VirtualPointingDevice";
+}
+impl x::Structure for VirtualPointingDevice {}
+impl std::fmt::Debug for VirtualPointingDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPointingDevice {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualPointingDevice {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualPointingDevice {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualPointingDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+    }
+}
+/// `VirtualPointingDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPointingDeviceBackingOption {
+    /// The fields `VirtualPointingDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+    /// `hostPointingDevice`.
+    pub host_pointing_device: ChoiceOption,
+}
+impl x::SchemaType for VirtualPointingDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPointingDeviceBackingOption";
+}
+impl x::Structure for VirtualPointingDeviceBackingOption {}
+impl std::fmt::Debug for VirtualPointingDeviceBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPointingDeviceBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualPointingDeviceBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualPointingDeviceBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualPointingDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostPointingDevice" => r.read(&mut self.host_pointing_device),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_device_backing_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+        w.write("hostPointingDevice", &self.host_pointing_device);
+    }
+}
+/// `VirtualPointingDeviceDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPointingDeviceDeviceBackingInfo {
+    /// The fields `VirtualPointingDeviceDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+    /// `hostPointingDevice`.
+    pub host_pointing_device: String,
+}
+impl x::SchemaType for VirtualPointingDeviceDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPointingDeviceDeviceBackingInfo";
+}
+impl x::Structure for VirtualPointingDeviceDeviceBackingInfo {}
+impl std::fmt::Debug for VirtualPointingDeviceDeviceBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPointingDeviceDeviceBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualPointingDeviceDeviceBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualPointingDeviceDeviceBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualPointingDeviceDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostPointingDevice" => r.read(&mut self.host_pointing_device),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_device_backing_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+        w.write("hostPointingDevice", &self.host_pointing_device);
+    }
+}
+/// `VirtualPointingDeviceOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPointingDeviceOption {
+    /// The fields `VirtualPointingDeviceOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+}
+impl x::SchemaType for VirtualPointingDeviceOption {
+    const TYPE_NAME: &'static str = "VirtualPointingDeviceOption";
+}
+impl x::Structure for VirtualPointingDeviceOption {}
+impl std::fmt::Debug for VirtualPointingDeviceOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPointingDeviceOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualPointingDeviceOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualPointingDeviceOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualPointingDeviceOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+    }
+}
+/// `VirtualPrecisionClock` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPrecisionClock {
+    /// The fields `VirtualPrecisionClock` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+}
+impl x::SchemaType for VirtualPrecisionClock {
+    const TYPE_NAME: &'static str = "VirtualPrecisionClock";
+}
+impl x::Structure for VirtualPrecisionClock {}
+impl std::fmt::Debug for VirtualPrecisionClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPrecisionClock {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualPrecisionClock {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualPrecisionClock {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualPrecisionClock {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+    }
+}
+/// `VirtualPrecisionClockOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPrecisionClockOption {
+    /// The fields `VirtualPrecisionClockOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+}
+impl x::SchemaType for VirtualPrecisionClockOption {
+    const TYPE_NAME: &'static str = "VirtualPrecisionClockOption";
+}
+impl x::Structure for VirtualPrecisionClockOption {}
+impl std::fmt::Debug for VirtualPrecisionClockOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPrecisionClockOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualPrecisionClockOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualPrecisionClockOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualPrecisionClockOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+    }
+}
+/// `VirtualPrecisionClockSystemClockBackingInfo` (extends `VirtualDeviceBackingInfo`).
+#[derive(Clone, Default)]
+pub struct VirtualPrecisionClockSystemClockBackingInfo {
+    /// `protocol`.
+    pub protocol: Option<String>,
+}
+impl x::SchemaType for VirtualPrecisionClockSystemClockBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPrecisionClockSystemClockBackingInfo";
+}
+impl x::Structure for VirtualPrecisionClockSystemClockBackingInfo {}
+impl std::fmt::Debug for VirtualPrecisionClockSystemClockBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPrecisionClockSystemClockBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for VirtualPrecisionClockSystemClockBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "protocol" => r.read_opt(&mut self.protocol),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("protocol", &self.protocol);
+    }
+}
+/// `VirtualPrecisionClockSystemClockBackingOption` (extends `VirtualDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPrecisionClockSystemClockBackingOption {
+    /// The fields `VirtualPrecisionClockSystemClockBackingOption` inherits from `VirtualDeviceBackingOption`.
+    pub virtual_device_backing_option: VirtualDeviceBackingOption,
+    /// `protocol`.
+    pub protocol: ChoiceOption,
+}
+impl x::SchemaType for VirtualPrecisionClockSystemClockBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPrecisionClockSystemClockBackingOption";
+}
+impl x::Structure for VirtualPrecisionClockSystemClockBackingOption {}
+impl std::fmt::Debug for VirtualPrecisionClockSystemClockBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualPrecisionClockSystemClockBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualPrecisionClockSystemClockBackingOption {
+    type Target = VirtualDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceBackingOption {
+        &self.virtual_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualPrecisionClockSystemClockBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
+        &mut self.virtual_device_backing_option
+    }
+}
+impl x::Fields for VirtualPrecisionClockSystemClockBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "protocol" => r.read(&mut self.protocol),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_backing_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
+        w.write("protocol", &self.protocol);
+    }
+}
+/// `VirtualSATAController` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSATAController {
+    /// The fields `VirtualSATAController` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
+}
+impl x::SchemaType for VirtualSATAController {
+    const TYPE_NAME: &'static str = "VirtualSATAController";
+}
+impl x::Structure for VirtualSATAController {}
+impl std::fmt::Debug for VirtualSATAController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSATAController {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSATAController {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualSATAController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
+impl x::Fields for VirtualSATAController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_controller, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+    }
+}
+/// `VirtualSATAControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSATAControllerOption {
+    /// The fields `VirtualSATAControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `numSATADisks`.
+    pub num_sata_disks: IntOption,
+    /// `numSATACdroms`.
+    pub num_sata_cdroms: IntOption,
+}
+impl x::SchemaType for VirtualSATAControllerOption {
+    const TYPE_NAME: &'static str = "VirtualSATAControllerOption";
+}
+impl x::Structure for VirtualSATAControllerOption {}
+impl std::fmt::Debug for VirtualSATAControllerOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSATAControllerOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSATAControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualSATAControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualSATAControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numSATADisks" => r.read(&mut self.num_sata_disks),
+            "numSATACdroms" => r.read(&mut self.num_sata_cdroms),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("numSATADisks", &self.num_sata_disks);
+        w.write("numSATACdroms", &self.num_sata_cdroms);
+    }
+}
+/// `VirtualSCSIController` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSCSIController {
+    /// The fields `VirtualSCSIController` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
+    /// `hotAddRemove`.
+    pub hot_add_remove: Option<bool>,
+    /// `sharedBus`.
+    pub shared_bus: VirtualSCSISharing,
+    /// `scsiCtlrUnitNumber`.
+    pub scsi_ctlr_unit_number: Option<i32>,
+}
+impl x::SchemaType for VirtualSCSIController {
+    const TYPE_NAME: &'static str = "VirtualSCSIController";
+}
+impl x::Structure for VirtualSCSIController {}
+impl std::fmt::Debug for VirtualSCSIController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSCSIController {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSCSIController {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualSCSIController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
+impl x::Fields for VirtualSCSIController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hotAddRemove" => r.read_opt(&mut self.hot_add_remove),
+            "sharedBus" => r.read(&mut self.shared_bus),
+            "scsiCtlrUnitNumber" => r.read_opt(&mut self.scsi_ctlr_unit_number),
+            _ => return x::Fields::decode_field(&mut self.virtual_controller, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+        w.write_opt("hotAddRemove", &self.hot_add_remove);
+        w.write("sharedBus", &self.shared_bus);
+        w.write_opt("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
+    }
+}
+/// `VirtualSCSIControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VirtualSCSIControllerOption {
+    /// The fields `VirtualSCSIControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `numSCSIDisks`.
+    pub num_scsi_disks: IntOption,
+    /// `numSCSICdroms`.
+    pub num_scsi_cdroms: IntOption,
+    /// `numSCSIPassthrough`.
+    pub num_scsi_passthrough: IntOption,
+    /// `sharing`.
+    pub sharing: Vec<VirtualSCSISharing>,
+    /// `defaultSharedIndex`.
+    pub default_shared_index: i32,
+    /// `hotAddRemove`.
+    pub hot_add_remove: BoolOption,
+    /// `scsiCtlrUnitNumber`.
+    pub scsi_ctlr_unit_number: i32,
+}
+impl x::SchemaType for VirtualSCSIControllerOption {
+    const TYPE_NAME: &'static str = "VirtualSCSIControllerOption";
+}
+impl x::Structure for VirtualSCSIControllerOption {}
+impl std::fmt::Debug for VirtualSCSIControllerOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSCSIControllerOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for VirtualSCSIControllerOption {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_controller_option: self.virtual_controller_option.clone(),
+            num_scsi_disks: self.num_scsi_disks.clone(),
+            num_scsi_cdroms: self.num_scsi_cdroms.clone(),
+            num_scsi_passthrough: self.num_scsi_passthrough.clone(),
+            sharing: x::clone_vec(&self.sharing),
+            default_shared_index: self.default_shared_index,
+            hot_add_remove: self.hot_add_remove.clone(),
+            scsi_ctlr_unit_number: self.scsi_ctlr_unit_number,
+        }
+    }
+}
+impl std::ops::Deref for VirtualSCSIControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualSCSIControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualSCSIControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numSCSIDisks" => r.read(&mut self.num_scsi_disks),
+            "numSCSICdroms" => r.read(&mut self.num_scsi_cdroms),
+            "numSCSIPassthrough" => r.read(&mut self.num_scsi_passthrough),
+            "sharing" => r.read_push(&mut self.sharing),
+            "defaultSharedIndex" => r.read(&mut self.default_shared_index),
+            "hotAddRemove" => r.read(&mut self.hot_add_remove),
+            "scsiCtlrUnitNumber" => r.read(&mut self.scsi_ctlr_unit_number),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("numSCSIDisks", &self.num_scsi_disks);
+        w.write("numSCSICdroms", &self.num_scsi_cdroms);
+        w.write("numSCSIPassthrough", &self.num_scsi_passthrough);
+        w.write_vec("sharing", &self.sharing);
+        w.write("defaultSharedIndex", &self.default_shared_index);
+        w.write("hotAddRemove", &self.hot_add_remove);
+        w.write("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
+    }
+}
+/// `VirtualSCSIPassthrough` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSCSIPassthrough {
+    /// The fields `VirtualSCSIPassthrough` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+}
+impl x::SchemaType for VirtualSCSIPassthrough {
+    const TYPE_NAME: &'static str = "VirtualSCSIPassthrough";
+}
+impl x::Structure for VirtualSCSIPassthrough {}
+impl std::fmt::Debug for VirtualSCSIPassthrough {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSCSIPassthrough {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSCSIPassthrough {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualSCSIPassthrough {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualSCSIPassthrough {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+    }
+}
+/// `VirtualSCSIPassthroughDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSCSIPassthroughDeviceBackingInfo {
+    /// The fields `VirtualSCSIPassthroughDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+}
+impl x::SchemaType for VirtualSCSIPassthroughDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughDeviceBackingInfo";
+}
+impl x::Structure for VirtualSCSIPassthroughDeviceBackingInfo {}
+impl std::fmt::Debug for VirtualSCSIPassthroughDeviceBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSCSIPassthroughDeviceBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSCSIPassthroughDeviceBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualSCSIPassthroughDeviceBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualSCSIPassthroughDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+    }
+}
+/// `VirtualSCSIPassthroughDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSCSIPassthroughDeviceBackingOption {
+    /// The fields `VirtualSCSIPassthroughDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+}
+impl x::SchemaType for VirtualSCSIPassthroughDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughDeviceBackingOption";
+}
+impl x::Structure for VirtualSCSIPassthroughDeviceBackingOption {}
+impl std::fmt::Debug for VirtualSCSIPassthroughDeviceBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSCSIPassthroughDeviceBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSCSIPassthroughDeviceBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualSCSIPassthroughDeviceBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualSCSIPassthroughDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+    }
+}
+/// `VirtualSCSIPassthroughOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSCSIPassthroughOption {
+    /// The fields `VirtualSCSIPassthroughOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+}
+impl x::SchemaType for VirtualSCSIPassthroughOption {
+    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughOption";
+}
+impl x::Structure for VirtualSCSIPassthroughOption {}
+impl std::fmt::Debug for VirtualSCSIPassthroughOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSCSIPassthroughOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSCSIPassthroughOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualSCSIPassthroughOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualSCSIPassthroughOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+    }
+}
+/// `VirtualSIOController` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSIOController {
+    /// The fields `VirtualSIOController` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
+}
+impl x::SchemaType for VirtualSIOController {
+    const TYPE_NAME: &'static str = "VirtualSIOController";
+}
+impl x::Structure for VirtualSIOController {}
+impl std::fmt::Debug for VirtualSIOController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSIOController {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSIOController {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualSIOController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
+impl x::Fields for VirtualSIOController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_controller, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+    }
+}
+/// `VirtualSIOControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSIOControllerOption {
+    /// The fields `VirtualSIOControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `numFloppyDrives`.
+    pub num_floppy_drives: IntOption,
+    /// `numSerialPorts`.
+    pub num_serial_ports: IntOption,
+    /// `numParallelPorts`.
+    pub num_parallel_ports: IntOption,
+}
+impl x::SchemaType for VirtualSIOControllerOption {
+    const TYPE_NAME: &'static str = "VirtualSIOControllerOption";
+}
+impl x::Structure for VirtualSIOControllerOption {}
+impl std::fmt::Debug for VirtualSIOControllerOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSIOControllerOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSIOControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualSIOControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualSIOControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numFloppyDrives" => r.read(&mut self.num_floppy_drives),
+            "numSerialPorts" => r.read(&mut self.num_serial_ports),
+            "numParallelPorts" => r.read(&mut self.num_parallel_ports),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("numFloppyDrives", &self.num_floppy_drives);
+        w.write("numSerialPorts", &self.num_serial_ports);
+        w.write("numParallelPorts", &self.num_parallel_ports);
+    }
+}
+/// `VirtualSerialPort` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSerialPort {
+    /// The fields `VirtualSerialPort` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+    /// `yieldOnPoll`.
+    pub yield_on_poll: bool,
+}
+impl x::SchemaType for VirtualSerialPort {
+    const TYPE_NAME: &'static str = "VirtualSerialPort";
+}
+impl x::Structure for VirtualSerialPort {}
+impl std::fmt::Debug for VirtualSerialPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSerialPort {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSerialPort {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPort {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualSerialPort {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "yieldOnPoll" => r.read(&mut self.yield_on_poll),
+            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+        w.write("yieldOnPoll", &self.yield_on_poll);
+    }
+}
+/// `VirtualSerialPortDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSerialPortDeviceBackingInfo {
+    /// The fields `VirtualSerialPortDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+}
+impl x::SchemaType for VirtualSerialPortDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSerialPortDeviceBackingInfo";
+}
+impl x::Structure for VirtualSerialPortDeviceBackingInfo {}
+impl std::fmt::Debug for VirtualSerialPortDeviceBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSerialPortDeviceBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSerialPortDeviceBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortDeviceBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualSerialPortDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+    }
+}
+/// `VirtualSerialPortDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSerialPortDeviceBackingOption {
+    /// The fields `VirtualSerialPortDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+}
+impl x::SchemaType for VirtualSerialPortDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSerialPortDeviceBackingOption";
+}
+impl x::Structure for VirtualSerialPortDeviceBackingOption {}
+impl std::fmt::Debug for VirtualSerialPortDeviceBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSerialPortDeviceBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSerialPortDeviceBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortDeviceBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualSerialPortDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+    }
+}
+/// `VirtualSerialPortFileBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+///
+/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSerialPortFileBackingInfo {
+    /// The fields `VirtualSerialPortFileBackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
+    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
+}
+impl x::SchemaType for VirtualSerialPortFileBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSerialPortFileBackingInfo";
+}
+impl x::Structure for VirtualSerialPortFileBackingInfo {}
+impl std::fmt::Debug for VirtualSerialPortFileBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSerialPortFileBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSerialPortFileBackingInfo {
+    type Target = VirtualDeviceFileBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
+        &self.virtual_device_file_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortFileBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
+        &mut self.virtual_device_file_backing_info
+    }
+}
+impl x::Fields for VirtualSerialPortFileBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_file_backing_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
+    }
+}
+/// `VirtualSerialPortFileBackingOption` (extends `VirtualDeviceFileBackingOption`).
+///
+/// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSerialPortFileBackingOption {
+    /// The fields `VirtualSerialPortFileBackingOption` inherits from `VirtualDeviceFileBackingOption`.
+    pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
+}
+impl x::SchemaType for VirtualSerialPortFileBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSerialPortFileBackingOption";
+}
+impl x::Structure for VirtualSerialPortFileBackingOption {}
+impl std::fmt::Debug for VirtualSerialPortFileBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSerialPortFileBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSerialPortFileBackingOption {
+    type Target = VirtualDeviceFileBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingOption {
+        &self.virtual_device_file_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortFileBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingOption {
+        &mut self.virtual_device_file_backing_option
+    }
+}
+impl x::Fields for VirtualSerialPortFileBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_file_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_file_backing_option, w);
+    }
+}
+/// `VirtualSerialPortOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSerialPortOption {
+    /// The fields `VirtualSerialPortOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+    /// `yieldOnPoll`.
+    pub yield_on_poll: BoolOption,
+}
+impl x::SchemaType for VirtualSerialPortOption {
+    const TYPE_NAME: &'static str = "VirtualSerialPortOption";
+}
+impl x::Structure for VirtualSerialPortOption {}
+impl std::fmt::Debug for VirtualSerialPortOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSerialPortOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSerialPortOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualSerialPortOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "yieldOnPoll" => r.read(&mut self.yield_on_poll),
+            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+        w.write("yieldOnPoll", &self.yield_on_poll);
+    }
+}
+/// `VirtualSerialPortPipeBackingInfo` (extends `VirtualDevicePipeBackingInfo`).
+///
+/// The fields of `VirtualDevicePipeBackingInfo` are in `virtual_device_pipe_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSerialPortPipeBackingInfo {
+    /// The fields `VirtualSerialPortPipeBackingInfo` inherits from `VirtualDevicePipeBackingInfo`.
+    pub virtual_device_pipe_backing_info: VirtualDevicePipeBackingInfo,
+    /// `endpoint`.
+    pub endpoint: String,
+    /// `noRxLoss`.
+    pub no_rx_loss: Option<bool>,
+}
+impl x::SchemaType for VirtualSerialPortPipeBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSerialPortPipeBackingInfo";
+}
+impl x::Structure for VirtualSerialPortPipeBackingInfo {}
+impl std::fmt::Debug for VirtualSerialPortPipeBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSerialPortPipeBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSerialPortPipeBackingInfo {
+    type Target = VirtualDevicePipeBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDevicePipeBackingInfo {
+        &self.virtual_device_pipe_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortPipeBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevicePipeBackingInfo {
+        &mut self.virtual_device_pipe_backing_info
+    }
+}
+impl x::Fields for VirtualSerialPortPipeBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "endpoint" => r.read(&mut self.endpoint),
+            "noRxLoss" => r.read_opt(&mut self.no_rx_loss),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_pipe_backing_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_pipe_backing_info, w);
+        w.write("endpoint", &self.endpoint);
+        w.write_opt("noRxLoss", &self.no_rx_loss);
+    }
+}
+/// `VirtualSerialPortPipeBackingOption` (extends `VirtualDevicePipeBackingOption`).
+///
+/// The fields of `VirtualDevicePipeBackingOption` are in `virtual_device_pipe_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSerialPortPipeBackingOption {
+    /// The fields `VirtualSerialPortPipeBackingOption` inherits from `VirtualDevicePipeBackingOption`.
+    pub virtual_device_pipe_backing_option: VirtualDevicePipeBackingOption,
+    /// `endpoint`.
+    pub endpoint: ChoiceOption,
+    /// `noRxLoss`.
+    pub no_rx_loss: BoolOption,
+}
+impl x::SchemaType for VirtualSerialPortPipeBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSerialPortPipeBackingOption";
+}
+impl x::Structure for VirtualSerialPortPipeBackingOption {}
+impl std::fmt::Debug for VirtualSerialPortPipeBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSerialPortPipeBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSerialPortPipeBackingOption {
+    type Target = VirtualDevicePipeBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDevicePipeBackingOption {
+        &self.virtual_device_pipe_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortPipeBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevicePipeBackingOption {
+        &mut self.virtual_device_pipe_backing_option
+    }
+}
+impl x::Fields for VirtualSerialPortPipeBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "endpoint" => r.read(&mut self.endpoint),
+            "noRxLoss" => r.read(&mut self.no_rx_loss),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_pipe_backing_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_pipe_backing_option, w);
+        w.write("endpoint", &self.endpoint);
+        w.write("noRxLoss", &self.no_rx_loss);
+    }
+}
+/// `VirtualSerialPortThinPrintBackingInfo` (extends `VirtualDeviceBackingInfo`).
+#[derive(Clone, Default)]
+pub struct VirtualSerialPortThinPrintBackingInfo {}
+impl x::SchemaType for VirtualSerialPortThinPrintBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSerialPortThinPrintBackingInfo";
+}
+impl x::Structure for VirtualSerialPortThinPrintBackingInfo {}
+impl std::fmt::Debug for VirtualSerialPortThinPrintBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSerialPortThinPrintBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for VirtualSerialPortThinPrintBackingInfo {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualSerialPortThinPrintBackingOption` (extends `VirtualDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSerialPortThinPrintBackingOption {
+    /// The fields `VirtualSerialPortThinPrintBackingOption` inherits from `VirtualDeviceBackingOption`.
+    pub virtual_device_backing_option: VirtualDeviceBackingOption,
+}
+impl x::SchemaType for VirtualSerialPortThinPrintBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSerialPortThinPrintBackingOption";
+}
+impl x::Structure for VirtualSerialPortThinPrintBackingOption {}
+impl std::fmt::Debug for VirtualSerialPortThinPrintBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSerialPortThinPrintBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSerialPortThinPrintBackingOption {
+    type Target = VirtualDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceBackingOption {
+        &self.virtual_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortThinPrintBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
+        &mut self.virtual_device_backing_option
+    }
+}
+impl x::Fields for VirtualSerialPortThinPrintBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
+    }
+}
+/// `VirtualSerialPortURIBackingInfo` (extends `VirtualDeviceURIBackingInfo`).
+///
+/// The fields of `VirtualDeviceURIBackingInfo` are in `virtual_device_uri_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSerialPortURIBackingInfo {
+    /// The fields `VirtualSerialPortURIBackingInfo` inherits from `VirtualDeviceURIBackingInfo`.
+    pub virtual_device_uri_backing_info: VirtualDeviceURIBackingInfo,
+}
+impl x::SchemaType for VirtualSerialPortURIBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSerialPortURIBackingInfo";
+}
+impl x::Structure for VirtualSerialPortURIBackingInfo {}
+impl std::fmt::Debug for VirtualSerialPortURIBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSerialPortURIBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSerialPortURIBackingInfo {
+    type Target = VirtualDeviceURIBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceURIBackingInfo {
+        &self.virtual_device_uri_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortURIBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceURIBackingInfo {
+        &mut self.virtual_device_uri_backing_info
+    }
+}
+impl x::Fields for VirtualSerialPortURIBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_uri_backing_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_uri_backing_info, w);
+    }
+}
+/// `VirtualSerialPortURIBackingOption` (extends `VirtualDeviceURIBackingOption`).
+///
+/// The fields of `VirtualDeviceURIBackingOption` are in `virtual_device_uri_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSerialPortURIBackingOption {
+    /// The fields `VirtualSerialPortURIBackingOption` inherits from `VirtualDeviceURIBackingOption`.
+    pub virtual_device_uri_backing_option: VirtualDeviceURIBackingOption,
+}
+impl x::SchemaType for VirtualSerialPortURIBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSerialPortURIBackingOption";
+}
+impl x::Structure for VirtualSerialPortURIBackingOption {}
+impl std::fmt::Debug for VirtualSerialPortURIBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSerialPortURIBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSerialPortURIBackingOption {
+    type Target = VirtualDeviceURIBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceURIBackingOption {
+        &self.virtual_device_uri_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortURIBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceURIBackingOption {
+        &mut self.virtual_device_uri_backing_option
+    }
+}
+impl x::Fields for VirtualSerialPortURIBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_uri_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_uri_backing_option, w);
+    }
+}
+/// `VirtualSoundBlaster16` (extends `VirtualSoundCard`).
+///
+/// The fields of `VirtualSoundCard` are in `virtual_sound_card`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSoundBlaster16 {
+    /// The fields `VirtualSoundBlaster16` inherits from `VirtualSoundCard`.
+    pub virtual_sound_card: VirtualSoundCard,
+}
+impl x::SchemaType for VirtualSoundBlaster16 {
+    const TYPE_NAME: &'static str = "VirtualSoundBlaster16";
+}
+impl x::Structure for VirtualSoundBlaster16 {}
+impl std::fmt::Debug for VirtualSoundBlaster16 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSoundBlaster16 {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSoundBlaster16 {
+    type Target = VirtualSoundCard;
+    #[inline]
+    fn deref(&self) -> &VirtualSoundCard {
+        &self.virtual_sound_card
+    }
+}
+impl std::ops::DerefMut for VirtualSoundBlaster16 {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualSoundCard {
+        &mut self.virtual_sound_card
+    }
+}
+impl x::Fields for VirtualSoundBlaster16 {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_sound_card, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_sound_card, w);
+    }
+}
+/// `VirtualSoundBlaster16Option` (extends `VirtualSoundCardOption`).
+///
+/// The fields of `VirtualSoundCardOption` are in `virtual_sound_card_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSoundBlaster16Option {
+    /// The fields `VirtualSoundBlaster16Option` inherits from `VirtualSoundCardOption`.
+    pub virtual_sound_card_option: VirtualSoundCardOption,
+}
+impl x::SchemaType for VirtualSoundBlaster16Option {
+    const TYPE_NAME: &'static str = "VirtualSoundBlaster16Option";
+}
+impl x::Structure for VirtualSoundBlaster16Option {}
+impl std::fmt::Debug for VirtualSoundBlaster16Option {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSoundBlaster16Option {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSoundBlaster16Option {
+    type Target = VirtualSoundCardOption;
+    #[inline]
+    fn deref(&self) -> &VirtualSoundCardOption {
+        &self.virtual_sound_card_option
+    }
+}
+impl std::ops::DerefMut for VirtualSoundBlaster16Option {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualSoundCardOption {
+        &mut self.virtual_sound_card_option
+    }
+}
+impl x::Fields for VirtualSoundBlaster16Option {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_sound_card_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_sound_card_option, w);
+    }
+}
+/// `VirtualSoundCard` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSoundCard {
+    /// The fields `VirtualSoundCard` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+}
+impl x::SchemaType for VirtualSoundCard {
+    const TYPE_NAME: &'static str = "VirtualSoundCard";
+}
+impl x::Structure for VirtualSoundCard {}
+impl std::fmt::Debug for VirtualSoundCard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSoundCard {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSoundCard {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualSoundCard {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualSoundCard {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+    }
+}
+/// `VirtualSoundCardDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSoundCardDeviceBackingInfo {
+    /// The fields `VirtualSoundCardDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+}
+impl x::SchemaType for VirtualSoundCardDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSoundCardDeviceBackingInfo";
+}
+impl x::Structure for VirtualSoundCardDeviceBackingInfo {}
+impl std::fmt::Debug for VirtualSoundCardDeviceBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSoundCardDeviceBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSoundCardDeviceBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualSoundCardDeviceBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualSoundCardDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+    }
+}
+/// `VirtualSoundCardDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSoundCardDeviceBackingOption {
+    /// The fields `VirtualSoundCardDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+}
+impl x::SchemaType for VirtualSoundCardDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSoundCardDeviceBackingOption";
+}
+impl x::Structure for VirtualSoundCardDeviceBackingOption {}
+impl std::fmt::Debug for VirtualSoundCardDeviceBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSoundCardDeviceBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSoundCardDeviceBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualSoundCardDeviceBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualSoundCardDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+    }
+}
+/// `VirtualSoundCardOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSoundCardOption {
+    /// The fields `VirtualSoundCardOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+}
+impl x::SchemaType for VirtualSoundCardOption {
+    const TYPE_NAME: &'static str = "VirtualSoundCardOption";
+}
+impl x::Structure for VirtualSoundCardOption {}
+impl std::fmt::Debug for VirtualSoundCardOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSoundCardOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSoundCardOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualSoundCardOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualSoundCardOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+    }
+}
+/// `VirtualSriovEthernetCard` (extends `VirtualEthernetCard`).
+///
+/// The fields of `VirtualEthernetCard` are in `virtual_ethernet_card`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSriovEthernetCard {
+    /// The fields `VirtualSriovEthernetCard` inherits from `VirtualEthernetCard`.
+    pub virtual_ethernet_card: VirtualEthernetCard,
+    /// `allowGuestOSMtuChange`.
+    pub allow_guest_os_mtu_change: Option<bool>,
+    /// `sriovBacking`.
+    pub sriov_backing: Option<VirtualSriovEthernetCardSriovBackingInfo>,
+    /// `dvxBackingInfo`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub dvx_backing_info: Option<VirtualPCIPassthroughDvxBackingInfo>,
+}
+impl x::SchemaType for VirtualSriovEthernetCard {
+    const TYPE_NAME: &'static str = "VirtualSriovEthernetCard";
+}
+impl x::Structure for VirtualSriovEthernetCard {}
+impl std::fmt::Debug for VirtualSriovEthernetCard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSriovEthernetCard {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSriovEthernetCard {
+    type Target = VirtualEthernetCard;
+    #[inline]
+    fn deref(&self) -> &VirtualEthernetCard {
+        &self.virtual_ethernet_card
+    }
+}
+impl std::ops::DerefMut for VirtualSriovEthernetCard {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualEthernetCard {
+        &mut self.virtual_ethernet_card
+    }
+}
+impl x::Fields for VirtualSriovEthernetCard {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "allowGuestOSMtuChange" => r.read_opt(&mut self.allow_guest_os_mtu_change),
+            "sriovBacking" => r.read_opt(&mut self.sriov_backing),
+            "dvxBackingInfo" => r.read_opt(&mut self.dvx_backing_info),
+            _ => return x::Fields::decode_field(&mut self.virtual_ethernet_card, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_ethernet_card, w);
+        w.write_opt("allowGuestOSMtuChange", &self.allow_guest_os_mtu_change);
+        w.write_opt("sriovBacking", &self.sriov_backing);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualSriovEthernetCard.dvxBackingInfo",
+                self.dvx_backing_info.is_some(),
+            )
+        {
+            w.write_opt("dvxBackingInfo", &self.dvx_backing_info);
+        }
+    }
+}
+/// `VirtualSriovEthernetCardOption` (extends `VirtualEthernetCardOption`).
+///
+/// The fields of `VirtualEthernetCardOption` are in `virtual_ethernet_card_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSriovEthernetCardOption {
+    /// The fields `VirtualSriovEthernetCardOption` inherits from `VirtualEthernetCardOption`.
+    pub virtual_ethernet_card_option: VirtualEthernetCardOption,
+}
+impl x::SchemaType for VirtualSriovEthernetCardOption {
+    const TYPE_NAME: &'static str = "VirtualSriovEthernetCardOption";
+}
+impl x::Structure for VirtualSriovEthernetCardOption {}
+impl std::fmt::Debug for VirtualSriovEthernetCardOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSriovEthernetCardOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSriovEthernetCardOption {
+    type Target = VirtualEthernetCardOption;
+    #[inline]
+    fn deref(&self) -> &VirtualEthernetCardOption {
+        &self.virtual_ethernet_card_option
+    }
+}
+impl std::ops::DerefMut for VirtualSriovEthernetCardOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualEthernetCardOption {
+        &mut self.virtual_ethernet_card_option
+    }
+}
+impl x::Fields for VirtualSriovEthernetCardOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_ethernet_card_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_ethernet_card_option, w);
+    }
+}
+/// `VirtualSriovEthernetCardSriovBackingInfo` (extends `VirtualDeviceBackingInfo`).
+#[derive(Clone, Default)]
+pub struct VirtualSriovEthernetCardSriovBackingInfo {
+    /// `physicalFunctionBacking`.
+    pub physical_function_backing: Option<VirtualPCIPassthroughDeviceBackingInfo>,
+    /// `virtualFunctionBacking`.
+    pub virtual_function_backing: Option<VirtualPCIPassthroughDeviceBackingInfo>,
+    /// `virtualFunctionIndex`.
+    pub virtual_function_index: Option<i32>,
+}
+impl x::SchemaType for VirtualSriovEthernetCardSriovBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSriovEthernetCardSriovBackingInfo";
+}
+impl x::Structure for VirtualSriovEthernetCardSriovBackingInfo {}
+impl std::fmt::Debug for VirtualSriovEthernetCardSriovBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSriovEthernetCardSriovBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl x::Fields for VirtualSriovEthernetCardSriovBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "physicalFunctionBacking" => r.read_opt(&mut self.physical_function_backing),
+            "virtualFunctionBacking" => r.read_opt(&mut self.virtual_function_backing),
+            "virtualFunctionIndex" => r.read_opt(&mut self.virtual_function_index),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("physicalFunctionBacking", &self.physical_function_backing);
+        w.write_opt("virtualFunctionBacking", &self.virtual_function_backing);
+        w.write_opt("virtualFunctionIndex", &self.virtual_function_index);
+    }
+}
+/// `VirtualSriovEthernetCardSriovBackingOption` (extends `VirtualDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSriovEthernetCardSriovBackingOption {
+    /// The fields `VirtualSriovEthernetCardSriovBackingOption` inherits from `VirtualDeviceBackingOption`.
+    pub virtual_device_backing_option: VirtualDeviceBackingOption,
+}
+impl x::SchemaType for VirtualSriovEthernetCardSriovBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSriovEthernetCardSriovBackingOption";
+}
+impl x::Structure for VirtualSriovEthernetCardSriovBackingOption {}
+impl std::fmt::Debug for VirtualSriovEthernetCardSriovBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSriovEthernetCardSriovBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSriovEthernetCardSriovBackingOption {
+    type Target = VirtualDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceBackingOption {
+        &self.virtual_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualSriovEthernetCardSriovBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
+        &mut self.virtual_device_backing_option
+    }
+}
+impl x::Fields for VirtualSriovEthernetCardSriovBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
+    }
+}
+/// `VirtualSwitchProfile` (extends `ApplyProfile`).
+///
+/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSwitchProfile {
+    /// The fields `VirtualSwitchProfile` inherits from `ApplyProfile`.
+    pub apply_profile: ApplyProfile,
+    /// `key`.
+    pub key: String,
+    /// `name`.
+    pub name: String,
+    /// `link`.
+    pub link: LinkProfile,
+    /// `numPorts`.
+    pub num_ports: NumPortsProfile,
+    /// `networkPolicy`.
+    pub network_policy: NetworkPolicyProfile,
+}
+impl x::SchemaType for VirtualSwitchProfile {
+    const TYPE_NAME: &'static str = "VirtualSwitchProfile";
+}
+impl x::Structure for VirtualSwitchProfile {}
+impl std::fmt::Debug for VirtualSwitchProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSwitchProfile {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSwitchProfile {
+    type Target = ApplyProfile;
+    #[inline]
+    fn deref(&self) -> &ApplyProfile {
+        &self.apply_profile
+    }
+}
+impl std::ops::DerefMut for VirtualSwitchProfile {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ApplyProfile {
+        &mut self.apply_profile
+    }
+}
+impl x::Fields for VirtualSwitchProfile {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "link" => r.read(&mut self.link),
+            "numPorts" => r.read(&mut self.num_ports),
+            "networkPolicy" => r.read(&mut self.network_policy),
+            _ => return x::Fields::decode_field(&mut self.apply_profile, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.apply_profile, w);
+        w.write("key", &self.key);
+        w.write("name", &self.name);
+        w.write("link", &self.link);
+        w.write("numPorts", &self.num_ports);
+        w.write("networkPolicy", &self.network_policy);
+    }
+}
+impl x::ArrayItem for VirtualSwitchProfile {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualSwitchProfile";
+    const ITEM_TAG: &'static str = "VirtualSwitchProfile";
+}
+/// `VirtualSwitchSelectionProfile` (extends `ApplyProfile`).
+///
+/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSwitchSelectionProfile {
+    /// The fields `VirtualSwitchSelectionProfile` inherits from `ApplyProfile`.
+    pub apply_profile: ApplyProfile,
+}
+impl x::SchemaType for VirtualSwitchSelectionProfile {
+    const TYPE_NAME: &'static str = "VirtualSwitchSelectionProfile";
+}
+impl x::Structure for VirtualSwitchSelectionProfile {}
+impl std::fmt::Debug for VirtualSwitchSelectionProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualSwitchSelectionProfile {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl std::ops::Deref for VirtualSwitchSelectionProfile {
+    type Target = ApplyProfile;
+    #[inline]
+    fn deref(&self) -> &ApplyProfile {
+        &self.apply_profile
+    }
+}
+impl std::ops::DerefMut for VirtualSwitchSelectionProfile {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ApplyProfile {
+        &mut self.apply_profile
+    }
+}
+impl x::Fields for VirtualSwitchSelectionProfile {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.apply_profile, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.apply_profile, w);
+    }
+}
+/// `VirtualTPM` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VirtualTPM {
+    /// The fields `VirtualTPM` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+    /// `endorsementKeyCertificateSigningRequest`.
+    pub endorsement_key_certificate_signing_request: Vec<Vec<u8>>,
+    /// `endorsementKeyCertificate`.
+    pub endorsement_key_certificate: Vec<Vec<u8>>,
+}
+impl x::SchemaType for VirtualTPM {
+    const TYPE_NAME: &'static str = "VirtualTPM";
+}
+impl x::Structure for VirtualTPM {}
+impl std::fmt::Debug for VirtualTPM {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualTPM {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for VirtualTPM {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_device: self.virtual_device.clone(),
+            endorsement_key_certificate_signing_request: x::clone_vec(
+                &self.endorsement_key_certificate_signing_request,
+            ),
+            endorsement_key_certificate: x::clone_vec(&self.endorsement_key_certificate),
+        }
+    }
+}
+impl std::ops::Deref for VirtualTPM {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualTPM {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualTPM {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "endorsementKeyCertificateSigningRequest" => {
+                r.read_push(&mut self.endorsement_key_certificate_signing_request)
+            }
+            "endorsementKeyCertificate" => {
+                r.read_push(&mut self.endorsement_key_certificate)
+            }
+            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+        w.write_vec(
+            "endorsementKeyCertificateSigningRequest",
+            &self.endorsement_key_certificate_signing_request,
+        );
+        w.write_vec("endorsementKeyCertificate", &self.endorsement_key_certificate);
+    }
+}
+/// `VirtualTPMOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VirtualTPMOption {
+    /// The fields `VirtualTPMOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+    /// `supportedFirmware`.
+    pub supported_firmware: Vec<String>,
+}
+impl x::SchemaType for VirtualTPMOption {
+    const TYPE_NAME: &'static str = "VirtualTPMOption";
+}
+impl x::Structure for VirtualTPMOption {}
+impl std::fmt::Debug for VirtualTPMOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualTPMOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
+impl Clone for VirtualTPMOption {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_device_option: self.virtual_device_option.clone(),
+            supported_firmware: x::clone_vec(&self.supported_firmware),
+        }
+    }
+}
+impl std::ops::Deref for VirtualTPMOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualTPMOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualTPMOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "supportedFirmware" => r.read_push(&mut self.supported_firmware),
+            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+        w.write_vec("supportedFirmware", &self.supported_firmware);
+    }
+}
 /// `VirtualUSB` (extends `VirtualDevice`).
 ///
 /// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct VirtualUSB {
     /// The fields `VirtualUSB` inherits from `VirtualDevice`.
     pub virtual_device: VirtualDevice,
@@ -27,6 +2853,16 @@ impl x::SchemaType for VirtualUSB {
     const TYPE_NAME: &'static str = "VirtualUSB";
 }
 impl x::Structure for VirtualUSB {}
+impl std::fmt::Debug for VirtualUSB {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualUSB {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for VirtualUSB {
     fn clone(&self) -> Self {
         Self {
@@ -81,7 +2917,7 @@ impl x::Fields for VirtualUSB {
 /// `VirtualUSBController` (extends `VirtualController`).
 ///
 /// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualUSBController {
     /// The fields `VirtualUSBController` inherits from `VirtualController`.
     pub virtual_controller: VirtualController,
@@ -94,6 +2930,16 @@ impl x::SchemaType for VirtualUSBController {
     const TYPE_NAME: &'static str = "VirtualUSBController";
 }
 impl x::Structure for VirtualUSBController {}
+impl std::fmt::Debug for VirtualUSBController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualUSBController {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for VirtualUSBController {
     type Target = VirtualController;
     #[inline]
@@ -130,7 +2976,7 @@ impl x::Fields for VirtualUSBController {
 /// `VirtualUSBControllerOption` (extends `VirtualControllerOption`).
 ///
 /// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
+#[derive(Default)]
 pub struct VirtualUSBControllerOption {
     /// The fields `VirtualUSBControllerOption` inherits from `VirtualControllerOption`.
     pub virtual_controller_option: VirtualControllerOption,
@@ -145,6 +2991,16 @@ impl x::SchemaType for VirtualUSBControllerOption {
     const TYPE_NAME: &'static str = "VirtualUSBControllerOption";
 }
 impl x::Structure for VirtualUSBControllerOption {}
+impl std::fmt::Debug for VirtualUSBControllerOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualUSBControllerOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl Clone for VirtualUSBControllerOption {
     fn clone(&self) -> Self {
         Self {
@@ -199,7 +3055,7 @@ impl x::Fields for VirtualUSBControllerOption {
 /// `VirtualUSBControllerPciBusSlotInfo` (extends `VirtualDevicePciBusSlotInfo`).
 ///
 /// The fields of `VirtualDevicePciBusSlotInfo` are in `virtual_device_pci_bus_slot_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualUSBControllerPciBusSlotInfo {
     /// The fields `VirtualUSBControllerPciBusSlotInfo` inherits from `VirtualDevicePciBusSlotInfo`.
     pub virtual_device_pci_bus_slot_info: VirtualDevicePciBusSlotInfo,
@@ -210,6 +3066,16 @@ impl x::SchemaType for VirtualUSBControllerPciBusSlotInfo {
     const TYPE_NAME: &'static str = "VirtualUSBControllerPciBusSlotInfo";
 }
 impl x::Structure for VirtualUSBControllerPciBusSlotInfo {}
+impl std::fmt::Debug for VirtualUSBControllerPciBusSlotInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualUSBControllerPciBusSlotInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for VirtualUSBControllerPciBusSlotInfo {
     type Target = VirtualDevicePciBusSlotInfo;
     #[inline]
@@ -250,7 +3116,7 @@ impl x::Fields for VirtualUSBControllerPciBusSlotInfo {
 /// `VirtualUSBOption` (extends `VirtualDeviceOption`).
 ///
 /// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualUSBOption {
     /// The fields `VirtualUSBOption` inherits from `VirtualDeviceOption`.
     pub virtual_device_option: VirtualDeviceOption,
@@ -259,6 +3125,16 @@ impl x::SchemaType for VirtualUSBOption {
     const TYPE_NAME: &'static str = "VirtualUSBOption";
 }
 impl x::Structure for VirtualUSBOption {}
+impl std::fmt::Debug for VirtualUSBOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualUSBOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for VirtualUSBOption {
     type Target = VirtualDeviceOption;
     #[inline]
@@ -288,7 +3164,7 @@ impl x::Fields for VirtualUSBOption {
 /// `VirtualUSBRemoteClientBackingInfo` (extends `VirtualDeviceRemoteDeviceBackingInfo`).
 ///
 /// The fields of `VirtualDeviceRemoteDeviceBackingInfo` are in `virtual_device_remote_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, Default)]
 pub struct VirtualUSBRemoteClientBackingInfo {
     /// The fields `VirtualUSBRemoteClientBackingInfo` inherits from `VirtualDeviceRemoteDeviceBackingInfo`.
     pub virtual_device_remote_device_backing_info: VirtualDeviceRemoteDeviceBackingInfo,
@@ -299,6 +3175,16 @@ impl x::SchemaType for VirtualUSBRemoteClientBackingInfo {
     const TYPE_NAME: &'static str = "VirtualUSBRemoteClientBackingInfo";
 }
 impl x::Structure for VirtualUSBRemoteClientBackingInfo {}
+impl std::fmt::Debug for VirtualUSBRemoteClientBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_structure(self, f)
+    }
+}
+impl PartialEq for VirtualUSBRemoteClientBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::eq_structure(self, other)
+    }
+}
 impl std::ops::Deref for VirtualUSBRemoteClientBackingInfo {
     type Target = VirtualDeviceRemoteDeviceBackingInfo;
     #[inline]
@@ -334,1046 +3220,5 @@ impl x::Fields for VirtualUSBRemoteClientBackingInfo {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.virtual_device_remote_device_backing_info, w);
         w.write("hostname", &self.hostname);
-    }
-}
-/// `VirtualUSBRemoteClientBackingOption` (extends `VirtualDeviceRemoteDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceRemoteDeviceBackingOption` are in `virtual_device_remote_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBRemoteClientBackingOption {
-    /// The fields `VirtualUSBRemoteClientBackingOption` inherits from `VirtualDeviceRemoteDeviceBackingOption`.
-    pub virtual_device_remote_device_backing_option: VirtualDeviceRemoteDeviceBackingOption,
-}
-impl x::SchemaType for VirtualUSBRemoteClientBackingOption {
-    const TYPE_NAME: &'static str = "VirtualUSBRemoteClientBackingOption";
-}
-impl x::Structure for VirtualUSBRemoteClientBackingOption {}
-impl std::ops::Deref for VirtualUSBRemoteClientBackingOption {
-    type Target = VirtualDeviceRemoteDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceRemoteDeviceBackingOption {
-        &self.virtual_device_remote_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualUSBRemoteClientBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceRemoteDeviceBackingOption {
-        &mut self.virtual_device_remote_device_backing_option
-    }
-}
-impl x::Fields for VirtualUSBRemoteClientBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(
-            &mut self.virtual_device_remote_device_backing_option,
-            r,
-            name,
-        )
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_remote_device_backing_option, w);
-    }
-}
-/// `VirtualUSBRemoteHostBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBRemoteHostBackingInfo {
-    /// The fields `VirtualUSBRemoteHostBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
-    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
-    /// `hostname`.
-    pub hostname: String,
-}
-impl x::SchemaType for VirtualUSBRemoteHostBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualUSBRemoteHostBackingInfo";
-}
-impl x::Structure for VirtualUSBRemoteHostBackingInfo {}
-impl std::ops::Deref for VirtualUSBRemoteHostBackingInfo {
-    type Target = VirtualDeviceDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
-        &self.virtual_device_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualUSBRemoteHostBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
-        &mut self.virtual_device_device_backing_info
-    }
-}
-impl x::Fields for VirtualUSBRemoteHostBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostname" => r.read(&mut self.hostname),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_device_backing_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
-        w.write("hostname", &self.hostname);
-    }
-}
-/// `VirtualUSBRemoteHostBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBRemoteHostBackingOption {
-    /// The fields `VirtualUSBRemoteHostBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
-    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
-}
-impl x::SchemaType for VirtualUSBRemoteHostBackingOption {
-    const TYPE_NAME: &'static str = "VirtualUSBRemoteHostBackingOption";
-}
-impl x::Structure for VirtualUSBRemoteHostBackingOption {}
-impl std::ops::Deref for VirtualUSBRemoteHostBackingOption {
-    type Target = VirtualDeviceDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
-        &self.virtual_device_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualUSBRemoteHostBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
-        &mut self.virtual_device_device_backing_option
-    }
-}
-impl x::Fields for VirtualUSBRemoteHostBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
-    }
-}
-/// `VirtualUSBUSBBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBUSBBackingInfo {
-    /// The fields `VirtualUSBUSBBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
-    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
-}
-impl x::SchemaType for VirtualUSBUSBBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualUSBUSBBackingInfo";
-}
-impl x::Structure for VirtualUSBUSBBackingInfo {}
-impl std::ops::Deref for VirtualUSBUSBBackingInfo {
-    type Target = VirtualDeviceDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
-        &self.virtual_device_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualUSBUSBBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
-        &mut self.virtual_device_device_backing_info
-    }
-}
-impl x::Fields for VirtualUSBUSBBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
-    }
-}
-/// `VirtualUSBUSBBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBUSBBackingOption {
-    /// The fields `VirtualUSBUSBBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
-    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
-}
-impl x::SchemaType for VirtualUSBUSBBackingOption {
-    const TYPE_NAME: &'static str = "VirtualUSBUSBBackingOption";
-}
-impl x::Structure for VirtualUSBUSBBackingOption {}
-impl std::ops::Deref for VirtualUSBUSBBackingOption {
-    type Target = VirtualDeviceDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
-        &self.virtual_device_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualUSBUSBBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
-        &mut self.virtual_device_device_backing_option
-    }
-}
-impl x::Fields for VirtualUSBUSBBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
-    }
-}
-/// `VirtualUSBXHCIController` (extends `VirtualController`).
-///
-/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBXHCIController {
-    /// The fields `VirtualUSBXHCIController` inherits from `VirtualController`.
-    pub virtual_controller: VirtualController,
-    /// `autoConnectDevices`.
-    pub auto_connect_devices: Option<bool>,
-}
-impl x::SchemaType for VirtualUSBXHCIController {
-    const TYPE_NAME: &'static str = "VirtualUSBXHCIController";
-}
-impl x::Structure for VirtualUSBXHCIController {}
-impl std::ops::Deref for VirtualUSBXHCIController {
-    type Target = VirtualController;
-    #[inline]
-    fn deref(&self) -> &VirtualController {
-        &self.virtual_controller
-    }
-}
-impl std::ops::DerefMut for VirtualUSBXHCIController {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualController {
-        &mut self.virtual_controller
-    }
-}
-impl x::Fields for VirtualUSBXHCIController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "autoConnectDevices" => r.read_opt(&mut self.auto_connect_devices),
-            _ => return x::Fields::decode_field(&mut self.virtual_controller, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller, w);
-        w.write_opt("autoConnectDevices", &self.auto_connect_devices);
-    }
-}
-/// `VirtualUSBXHCIControllerOption` (extends `VirtualControllerOption`).
-///
-/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Debug, PartialEq, Default)]
-pub struct VirtualUSBXHCIControllerOption {
-    /// The fields `VirtualUSBXHCIControllerOption` inherits from `VirtualControllerOption`.
-    pub virtual_controller_option: VirtualControllerOption,
-    /// `autoConnectDevices`.
-    pub auto_connect_devices: BoolOption,
-    /// `supportedSpeeds`.
-    pub supported_speeds: Vec<String>,
-}
-impl x::SchemaType for VirtualUSBXHCIControllerOption {
-    const TYPE_NAME: &'static str = "VirtualUSBXHCIControllerOption";
-}
-impl x::Structure for VirtualUSBXHCIControllerOption {}
-impl Clone for VirtualUSBXHCIControllerOption {
-    fn clone(&self) -> Self {
-        Self {
-            virtual_controller_option: self.virtual_controller_option.clone(),
-            auto_connect_devices: self.auto_connect_devices.clone(),
-            supported_speeds: x::clone_vec(&self.supported_speeds),
-        }
-    }
-}
-impl std::ops::Deref for VirtualUSBXHCIControllerOption {
-    type Target = VirtualControllerOption;
-    #[inline]
-    fn deref(&self) -> &VirtualControllerOption {
-        &self.virtual_controller_option
-    }
-}
-impl std::ops::DerefMut for VirtualUSBXHCIControllerOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
-        &mut self.virtual_controller_option
-    }
-}
-impl x::Fields for VirtualUSBXHCIControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "autoConnectDevices" => r.read(&mut self.auto_connect_devices),
-            "supportedSpeeds" => r.read_push(&mut self.supported_speeds),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_controller_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller_option, w);
-        w.write("autoConnectDevices", &self.auto_connect_devices);
-        w.write_vec("supportedSpeeds", &self.supported_speeds);
-    }
-}
-/// `VirtualVMIROMOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVMIROMOption {
-    /// The fields `VirtualVMIROMOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-}
-impl x::SchemaType for VirtualVMIROMOption {
-    const TYPE_NAME: &'static str = "VirtualVMIROMOption";
-}
-impl x::Structure for VirtualVMIROMOption {}
-impl std::ops::Deref for VirtualVMIROMOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualVMIROMOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualVMIROMOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-    }
-}
-/// `VirtualVideoCardOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVideoCardOption {
-    /// The fields `VirtualVideoCardOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-    /// `videoRamSizeInKB`.
-    pub video_ram_size_in_kb: Option<LongOption>,
-    /// `numDisplays`.
-    pub num_displays: Option<IntOption>,
-    /// `useAutoDetect`.
-    pub use_auto_detect: Option<BoolOption>,
-    /// `support3D`.
-    pub support3_d: Option<BoolOption>,
-    /// `use3dRendererSupported`.
-    pub use3d_renderer_supported: Option<BoolOption>,
-    /// `graphicsMemorySizeInKB`.
-    pub graphics_memory_size_in_kb: Option<LongOption>,
-    /// `graphicsMemorySizeSupported`.
-    pub graphics_memory_size_supported: Option<BoolOption>,
-}
-impl x::SchemaType for VirtualVideoCardOption {
-    const TYPE_NAME: &'static str = "VirtualVideoCardOption";
-}
-impl x::Structure for VirtualVideoCardOption {}
-impl std::ops::Deref for VirtualVideoCardOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualVideoCardOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualVideoCardOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "videoRamSizeInKB" => r.read_opt(&mut self.video_ram_size_in_kb),
-            "numDisplays" => r.read_opt(&mut self.num_displays),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            "support3D" => r.read_opt(&mut self.support3_d),
-            "use3dRendererSupported" => r.read_opt(&mut self.use3d_renderer_supported),
-            "graphicsMemorySizeInKB" => r.read_opt(&mut self.graphics_memory_size_in_kb),
-            "graphicsMemorySizeSupported" => {
-                r.read_opt(&mut self.graphics_memory_size_supported)
-            }
-            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-        w.write_opt("videoRamSizeInKB", &self.video_ram_size_in_kb);
-        w.write_opt("numDisplays", &self.num_displays);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-        w.write_opt("support3D", &self.support3_d);
-        w.write_opt("use3dRendererSupported", &self.use3d_renderer_supported);
-        w.write_opt("graphicsMemorySizeInKB", &self.graphics_memory_size_in_kb);
-        w.write_opt("graphicsMemorySizeSupported", &self.graphics_memory_size_supported);
-    }
-}
-/// `VirtualVmxnet` (extends `VirtualEthernetCard`).
-///
-/// The fields of `VirtualEthernetCard` are in `virtual_ethernet_card`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet {
-    /// The fields `VirtualVmxnet` inherits from `VirtualEthernetCard`.
-    pub virtual_ethernet_card: VirtualEthernetCard,
-}
-impl x::SchemaType for VirtualVmxnet {
-    const TYPE_NAME: &'static str = "VirtualVmxnet";
-}
-impl x::Structure for VirtualVmxnet {}
-impl std::ops::Deref for VirtualVmxnet {
-    type Target = VirtualEthernetCard;
-    #[inline]
-    fn deref(&self) -> &VirtualEthernetCard {
-        &self.virtual_ethernet_card
-    }
-}
-impl std::ops::DerefMut for VirtualVmxnet {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualEthernetCard {
-        &mut self.virtual_ethernet_card
-    }
-}
-impl x::Fields for VirtualVmxnet {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_ethernet_card, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_ethernet_card, w);
-    }
-}
-/// `VirtualVmxnet2` (extends `VirtualVmxnet`).
-///
-/// The fields of `VirtualVmxnet` are in `virtual_vmxnet`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet2 {
-    /// The fields `VirtualVmxnet2` inherits from `VirtualVmxnet`.
-    pub virtual_vmxnet: VirtualVmxnet,
-}
-impl x::SchemaType for VirtualVmxnet2 {
-    const TYPE_NAME: &'static str = "VirtualVmxnet2";
-}
-impl x::Structure for VirtualVmxnet2 {}
-impl std::ops::Deref for VirtualVmxnet2 {
-    type Target = VirtualVmxnet;
-    #[inline]
-    fn deref(&self) -> &VirtualVmxnet {
-        &self.virtual_vmxnet
-    }
-}
-impl std::ops::DerefMut for VirtualVmxnet2 {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualVmxnet {
-        &mut self.virtual_vmxnet
-    }
-}
-impl x::Fields for VirtualVmxnet2 {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_vmxnet, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_vmxnet, w);
-    }
-}
-/// `VirtualVmxnet2Option` (extends `VirtualVmxnetOption`).
-///
-/// The fields of `VirtualVmxnetOption` are in `virtual_vmxnet_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet2Option {
-    /// The fields `VirtualVmxnet2Option` inherits from `VirtualVmxnetOption`.
-    pub virtual_vmxnet_option: VirtualVmxnetOption,
-}
-impl x::SchemaType for VirtualVmxnet2Option {
-    const TYPE_NAME: &'static str = "VirtualVmxnet2Option";
-}
-impl x::Structure for VirtualVmxnet2Option {}
-impl std::ops::Deref for VirtualVmxnet2Option {
-    type Target = VirtualVmxnetOption;
-    #[inline]
-    fn deref(&self) -> &VirtualVmxnetOption {
-        &self.virtual_vmxnet_option
-    }
-}
-impl std::ops::DerefMut for VirtualVmxnet2Option {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualVmxnetOption {
-        &mut self.virtual_vmxnet_option
-    }
-}
-impl x::Fields for VirtualVmxnet2Option {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_vmxnet_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_vmxnet_option, w);
-    }
-}
-/// `VirtualVmxnet3` (extends `VirtualVmxnet`).
-///
-/// The fields of `VirtualVmxnet` are in `virtual_vmxnet`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet3 {
-    /// The fields `VirtualVmxnet3` inherits from `VirtualVmxnet`.
-    pub virtual_vmxnet: VirtualVmxnet,
-    /// `uptv2Enabled`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub uptv2_enabled: Option<bool>,
-    /// `strictLatencyConfig`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub strict_latency_config: Option<VirtualVmxnet3StrictLatencyConfig>,
-}
-impl x::SchemaType for VirtualVmxnet3 {
-    const TYPE_NAME: &'static str = "VirtualVmxnet3";
-}
-impl x::Structure for VirtualVmxnet3 {}
-impl std::ops::Deref for VirtualVmxnet3 {
-    type Target = VirtualVmxnet;
-    #[inline]
-    fn deref(&self) -> &VirtualVmxnet {
-        &self.virtual_vmxnet
-    }
-}
-impl std::ops::DerefMut for VirtualVmxnet3 {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualVmxnet {
-        &mut self.virtual_vmxnet
-    }
-}
-impl x::Fields for VirtualVmxnet3 {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "uptv2Enabled" => r.read_opt(&mut self.uptv2_enabled),
-            "strictLatencyConfig" => r.read_opt(&mut self.strict_latency_config),
-            _ => return x::Fields::decode_field(&mut self.virtual_vmxnet, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_vmxnet, w);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualVmxnet3.uptv2Enabled",
-                self.uptv2_enabled.is_some(),
-            )
-        {
-            w.write_opt("uptv2Enabled", &self.uptv2_enabled);
-        }
-        if w
-            .since(
-                0x0800_0301,
-                "VirtualVmxnet3.strictLatencyConfig",
-                self.strict_latency_config.is_some(),
-            )
-        {
-            w.write_opt("strictLatencyConfig", &self.strict_latency_config);
-        }
-    }
-}
-/// `VirtualVmxnet3Option` (extends `VirtualVmxnetOption`).
-///
-/// The fields of `VirtualVmxnetOption` are in `virtual_vmxnet_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet3Option {
-    /// The fields `VirtualVmxnet3Option` inherits from `VirtualVmxnetOption`.
-    pub virtual_vmxnet_option: VirtualVmxnetOption,
-    /// `uptv2Enabled`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub uptv2_enabled: Option<BoolOption>,
-    /// `strictLatencyConfigOption`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub strict_latency_config_option: Option<
-        VirtualVmxnet3OptionStrictLatencyConfigOption,
-    >,
-}
-impl x::SchemaType for VirtualVmxnet3Option {
-    const TYPE_NAME: &'static str = "VirtualVmxnet3Option";
-}
-impl x::Structure for VirtualVmxnet3Option {}
-impl std::ops::Deref for VirtualVmxnet3Option {
-    type Target = VirtualVmxnetOption;
-    #[inline]
-    fn deref(&self) -> &VirtualVmxnetOption {
-        &self.virtual_vmxnet_option
-    }
-}
-impl std::ops::DerefMut for VirtualVmxnet3Option {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualVmxnetOption {
-        &mut self.virtual_vmxnet_option
-    }
-}
-impl x::Fields for VirtualVmxnet3Option {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "uptv2Enabled" => r.read_opt(&mut self.uptv2_enabled),
-            "strictLatencyConfigOption" => {
-                r.read_opt(&mut self.strict_latency_config_option)
-            }
-            _ => return x::Fields::decode_field(&mut self.virtual_vmxnet_option, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_vmxnet_option, w);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualVmxnet3Option.uptv2Enabled",
-                self.uptv2_enabled.is_some(),
-            )
-        {
-            w.write_opt("uptv2Enabled", &self.uptv2_enabled);
-        }
-        if w
-            .since(
-                0x0800_0301,
-                "VirtualVmxnet3Option.strictLatencyConfigOption",
-                self.strict_latency_config_option.is_some(),
-            )
-        {
-            w.write_opt("strictLatencyConfigOption", &self.strict_latency_config_option);
-        }
-    }
-}
-/// `VirtualVmxnet3OptionStrictLatencyConfigOption` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.3.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet3OptionStrictLatencyConfigOption {
-    /// `allowed`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub allowed: BoolOption,
-    /// `measureLatency`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub measure_latency: BoolOption,
-    /// `maxTxQueues`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub max_tx_queues: IntOption,
-    /// `maxRxQueues`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub max_rx_queues: IntOption,
-    /// `txDataRingDescSize`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub tx_data_ring_desc_size: IntOption,
-    /// `rxDataRingDescSize`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub rx_data_ring_desc_size: IntOption,
-    /// `disableOffload`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub disable_offload: ChoiceOption,
-}
-impl x::SchemaType for VirtualVmxnet3OptionStrictLatencyConfigOption {
-    const TYPE_NAME: &'static str = "VirtualVmxnet3OptionStrictLatencyConfigOption";
-}
-impl x::Structure for VirtualVmxnet3OptionStrictLatencyConfigOption {}
-impl x::Fields for VirtualVmxnet3OptionStrictLatencyConfigOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "allowed" => r.read(&mut self.allowed),
-            "measureLatency" => r.read(&mut self.measure_latency),
-            "maxTxQueues" => r.read(&mut self.max_tx_queues),
-            "maxRxQueues" => r.read(&mut self.max_rx_queues),
-            "txDataRingDescSize" => r.read(&mut self.tx_data_ring_desc_size),
-            "rxDataRingDescSize" => r.read(&mut self.rx_data_ring_desc_size),
-            "disableOffload" => r.read(&mut self.disable_offload),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0301, "type VirtualVmxnet3OptionStrictLatencyConfigOption", true);
-        w.write("allowed", &self.allowed);
-        w.write("measureLatency", &self.measure_latency);
-        w.write("maxTxQueues", &self.max_tx_queues);
-        w.write("maxRxQueues", &self.max_rx_queues);
-        w.write("txDataRingDescSize", &self.tx_data_ring_desc_size);
-        w.write("rxDataRingDescSize", &self.rx_data_ring_desc_size);
-        w.write("disableOffload", &self.disable_offload);
-    }
-}
-/// `VirtualVmxnet3StrictLatencyConfig` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.3.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet3StrictLatencyConfig {
-    /// `allowed`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub allowed: Option<bool>,
-    /// `measureLatency`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub measure_latency: Option<bool>,
-    /// `maxTxQueues`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub max_tx_queues: Option<i32>,
-    /// `maxRxQueues`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub max_rx_queues: Option<i32>,
-    /// `txDataRingDescSize`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub tx_data_ring_desc_size: Option<i32>,
-    /// `rxDataRingDescSize`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub rx_data_ring_desc_size: Option<i32>,
-    /// `disableOffload`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub disable_offload: Option<String>,
-}
-impl x::SchemaType for VirtualVmxnet3StrictLatencyConfig {
-    const TYPE_NAME: &'static str = "VirtualVmxnet3StrictLatencyConfig";
-}
-impl x::Structure for VirtualVmxnet3StrictLatencyConfig {}
-impl x::Fields for VirtualVmxnet3StrictLatencyConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "allowed" => r.read_opt(&mut self.allowed),
-            "measureLatency" => r.read_opt(&mut self.measure_latency),
-            "maxTxQueues" => r.read_opt(&mut self.max_tx_queues),
-            "maxRxQueues" => r.read_opt(&mut self.max_rx_queues),
-            "txDataRingDescSize" => r.read_opt(&mut self.tx_data_ring_desc_size),
-            "rxDataRingDescSize" => r.read_opt(&mut self.rx_data_ring_desc_size),
-            "disableOffload" => r.read_opt(&mut self.disable_offload),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0301, "type VirtualVmxnet3StrictLatencyConfig", true);
-        w.write_opt("allowed", &self.allowed);
-        w.write_opt("measureLatency", &self.measure_latency);
-        w.write_opt("maxTxQueues", &self.max_tx_queues);
-        w.write_opt("maxRxQueues", &self.max_rx_queues);
-        w.write_opt("txDataRingDescSize", &self.tx_data_ring_desc_size);
-        w.write_opt("rxDataRingDescSize", &self.rx_data_ring_desc_size);
-        w.write_opt("disableOffload", &self.disable_offload);
-    }
-}
-/// `VirtualVmxnet3Vrdma` (extends `VirtualVmxnet3`).
-///
-/// The fields of `VirtualVmxnet3` are in `virtual_vmxnet3`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet3Vrdma {
-    /// The fields `VirtualVmxnet3Vrdma` inherits from `VirtualVmxnet3`.
-    pub virtual_vmxnet3: VirtualVmxnet3,
-    /// `deviceProtocol`.
-    pub device_protocol: Option<String>,
-}
-impl x::SchemaType for VirtualVmxnet3Vrdma {
-    const TYPE_NAME: &'static str = "VirtualVmxnet3Vrdma";
-}
-impl x::Structure for VirtualVmxnet3Vrdma {}
-impl std::ops::Deref for VirtualVmxnet3Vrdma {
-    type Target = VirtualVmxnet3;
-    #[inline]
-    fn deref(&self) -> &VirtualVmxnet3 {
-        &self.virtual_vmxnet3
-    }
-}
-impl std::ops::DerefMut for VirtualVmxnet3Vrdma {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualVmxnet3 {
-        &mut self.virtual_vmxnet3
-    }
-}
-impl x::Fields for VirtualVmxnet3Vrdma {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceProtocol" => r.read_opt(&mut self.device_protocol),
-            _ => return x::Fields::decode_field(&mut self.virtual_vmxnet3, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_vmxnet3, w);
-        w.write_opt("deviceProtocol", &self.device_protocol);
-    }
-}
-/// `VirtualVmxnet3VrdmaOption` (extends `VirtualVmxnet3Option`).
-///
-/// The fields of `VirtualVmxnet3Option` are in `virtual_vmxnet3_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet3VrdmaOption {
-    /// The fields `VirtualVmxnet3VrdmaOption` inherits from `VirtualVmxnet3Option`.
-    pub virtual_vmxnet3_option: VirtualVmxnet3Option,
-    /// `deviceProtocol`.
-    pub device_protocol: Option<ChoiceOption>,
-}
-impl x::SchemaType for VirtualVmxnet3VrdmaOption {
-    const TYPE_NAME: &'static str = "VirtualVmxnet3VrdmaOption";
-}
-impl x::Structure for VirtualVmxnet3VrdmaOption {}
-impl std::ops::Deref for VirtualVmxnet3VrdmaOption {
-    type Target = VirtualVmxnet3Option;
-    #[inline]
-    fn deref(&self) -> &VirtualVmxnet3Option {
-        &self.virtual_vmxnet3_option
-    }
-}
-impl std::ops::DerefMut for VirtualVmxnet3VrdmaOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualVmxnet3Option {
-        &mut self.virtual_vmxnet3_option
-    }
-}
-impl x::Fields for VirtualVmxnet3VrdmaOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceProtocol" => r.read_opt(&mut self.device_protocol),
-            _ => {
-                return x::Fields::decode_field(&mut self.virtual_vmxnet3_option, r, name);
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_vmxnet3_option, w);
-        w.write_opt("deviceProtocol", &self.device_protocol);
-    }
-}
-/// `VirtualVmxnetOption` (extends `VirtualEthernetCardOption`).
-///
-/// The fields of `VirtualEthernetCardOption` are in `virtual_ethernet_card_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnetOption {
-    /// The fields `VirtualVmxnetOption` inherits from `VirtualEthernetCardOption`.
-    pub virtual_ethernet_card_option: VirtualEthernetCardOption,
-}
-impl x::SchemaType for VirtualVmxnetOption {
-    const TYPE_NAME: &'static str = "VirtualVmxnetOption";
-}
-impl x::Structure for VirtualVmxnetOption {}
-impl std::ops::Deref for VirtualVmxnetOption {
-    type Target = VirtualEthernetCardOption;
-    #[inline]
-    fn deref(&self) -> &VirtualEthernetCardOption {
-        &self.virtual_ethernet_card_option
-    }
-}
-impl std::ops::DerefMut for VirtualVmxnetOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualEthernetCardOption {
-        &mut self.virtual_ethernet_card_option
-    }
-}
-impl x::Fields for VirtualVmxnetOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_ethernet_card_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_ethernet_card_option, w);
-    }
-}
-/// `VirtualWDT` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualWDT {
-    /// The fields `VirtualWDT` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-    /// `runOnBoot`.
-    pub run_on_boot: bool,
-    /// `running`.
-    pub running: bool,
-}
-impl x::SchemaType for VirtualWDT {
-    const TYPE_NAME: &'static str = "VirtualWDT";
-}
-impl x::Structure for VirtualWDT {}
-impl std::ops::Deref for VirtualWDT {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualWDT {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualWDT {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "runOnBoot" => r.read(&mut self.run_on_boot),
-            "running" => r.read(&mut self.running),
-            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-        w.write("runOnBoot", &self.run_on_boot);
-        w.write("running", &self.running);
-    }
-}
-/// `VirtualWDTOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualWDTOption {
-    /// The fields `VirtualWDTOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-    /// `runOnBoot`.
-    pub run_on_boot: BoolOption,
-}
-impl x::SchemaType for VirtualWDTOption {
-    const TYPE_NAME: &'static str = "VirtualWDTOption";
-}
-impl x::Structure for VirtualWDTOption {}
-impl std::ops::Deref for VirtualWDTOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualWDTOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualWDTOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "runOnBoot" => r.read(&mut self.run_on_boot),
-            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-        w.write("runOnBoot", &self.run_on_boot);
     }
 }
