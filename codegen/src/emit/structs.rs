@@ -137,8 +137,9 @@ pub(crate) fn struct_code(model: &Model, plan: &Plan, ty: &ComplexType) -> Strin
     writeln!(code, "impl x::Structure for {rust} {{}}").ok();
     writeln!(
         code,
-        "impl std::fmt::Debug for {rust} {{\n    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {{ x::debug_structure(self, f) }}\n}}\n\
-         impl PartialEq for {rust} {{\n    fn eq(&self, other: &Self) -> bool {{ x::eq_structure(self, other) }}\n}}"
+        "impl std::fmt::Debug for {rust} {{\n    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {{ x::debug_fields(f, {}, x::fields_ref(self)) }}\n}}\n\
+         impl PartialEq for {rust} {{\n    fn eq(&self, other: &Self) -> bool {{ x::same_fields(x::fields_ref(self), x::fields_ref(other)) }}\n}}",
+        lit(&ty.name)
     )
     .ok();
     if repeated {

@@ -153,8 +153,12 @@ fn fields_mut<T: Fields>(value: &mut T) -> &mut dyn Fields {
     value
 }
 
+/// A structure as `&dyn Fields`, the vtable made here once (see above): what
+/// the generated `Debug` and `PartialEq` hand to [`debug_fields`] and
+/// [`same_fields`].
+#[doc(hidden)]
 #[inline(never)]
-fn fields_ref<T: Fields>(value: &T) -> &dyn Fields {
+pub fn fields_ref<T: Fields>(value: &T) -> &dyn Fields {
     value
 }
 
@@ -227,19 +231,6 @@ impl<T: Structure> Decode for T {
             Err(e) => Err(e),
         }
     }
-}
-
-/// `Debug` of a generated structure: [`debug_fields`] under its type name.
-pub fn debug_structure<T: Structure>(
-    value: &T,
-    f: &mut std::fmt::Formatter<'_>,
-) -> std::fmt::Result {
-    debug_fields(f, T::TYPE_NAME, fields_ref(value))
-}
-
-/// `==` of generated structures: [`same_fields`].
-pub fn eq_structure<T: Structure>(a: &T, b: &T) -> bool {
-    same_fields(fields_ref(a), fields_ref(b))
 }
 
 impl<T: Structure> Encode for T {

@@ -45,12 +45,12 @@ impl x::SchemaType for AboutInfo {
 impl x::Structure for AboutInfo {}
 impl std::fmt::Debug for AboutInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AboutInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for AboutInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AboutInfo {
@@ -120,13 +120,13 @@ impl x::Structure for AccountCreatedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for AccountCreatedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AccountCreatedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for AccountCreatedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -187,13 +187,13 @@ impl x::Structure for AccountRemovedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for AccountRemovedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AccountRemovedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for AccountRemovedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -256,13 +256,13 @@ impl x::Structure for AccountUpdatedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for AccountUpdatedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AccountUpdatedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for AccountUpdatedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -314,12 +314,12 @@ impl x::SchemaType for Action {
 impl x::Structure for Action {}
 impl std::fmt::Debug for Action {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "Action", x::fields_ref(self))
     }
 }
 impl PartialEq for Action {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for Action {
@@ -352,13 +352,13 @@ impl x::Structure for ActiveDirectoryFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ActiveDirectoryFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ActiveDirectoryFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ActiveDirectoryFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -409,12 +409,12 @@ impl x::SchemaType for ActiveDirectoryProfile {
 impl x::Structure for ActiveDirectoryProfile {}
 impl std::fmt::Debug for ActiveDirectoryProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ActiveDirectoryProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for ActiveDirectoryProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ActiveDirectoryProfile {
@@ -467,13 +467,13 @@ impl x::Structure for ActiveVMsBlockingEVC {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ActiveVMsBlockingEVC {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ActiveVMsBlockingEVC", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ActiveVMsBlockingEVC {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -543,13 +543,13 @@ impl x::Structure for AdminDisabled {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for AdminDisabled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AdminDisabled", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for AdminDisabled {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -599,13 +599,13 @@ impl x::Structure for AdminNotDisabled {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for AdminNotDisabled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AdminNotDisabled", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for AdminNotDisabled {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -655,13 +655,13 @@ impl x::Structure for AdminPasswordNotChangedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for AdminPasswordNotChangedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AdminPasswordNotChangedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for AdminPasswordNotChangedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -713,13 +713,13 @@ impl x::Structure for AffinityConfigured {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for AffinityConfigured {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AffinityConfigured", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for AffinityConfigured {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -781,12 +781,12 @@ impl x::SchemaType for AfterStartupTaskScheduler {
 impl x::Structure for AfterStartupTaskScheduler {}
 impl std::fmt::Debug for AfterStartupTaskScheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AfterStartupTaskScheduler", x::fields_ref(self))
     }
 }
 impl PartialEq for AfterStartupTaskScheduler {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for AfterStartupTaskScheduler {
@@ -844,13 +844,13 @@ impl x::Structure for AgentInstallFailed {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for AgentInstallFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AgentInstallFailed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for AgentInstallFailed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -913,13 +913,13 @@ impl x::Structure for AlarmAcknowledgedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for AlarmAcknowledgedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlarmAcknowledgedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for AlarmAcknowledgedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -969,12 +969,12 @@ impl x::SchemaType for AlarmAction {
 impl x::Structure for AlarmAction {}
 impl std::fmt::Debug for AlarmAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlarmAction", x::fields_ref(self))
     }
 }
 impl PartialEq for AlarmAction {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AlarmAction {
@@ -1009,13 +1009,13 @@ impl x::Structure for AlarmActionTriggeredEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for AlarmActionTriggeredEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlarmActionTriggeredEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for AlarmActionTriggeredEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1078,13 +1078,13 @@ impl x::Structure for AlarmClearedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for AlarmClearedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlarmClearedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for AlarmClearedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1145,13 +1145,13 @@ impl x::Structure for AlarmCreatedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for AlarmCreatedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlarmCreatedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for AlarmCreatedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1218,12 +1218,12 @@ impl x::SchemaType for AlarmDescription {
 impl x::Structure for AlarmDescription {}
 impl std::fmt::Debug for AlarmDescription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlarmDescription", x::fields_ref(self))
     }
 }
 impl PartialEq for AlarmDescription {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AlarmDescription {
@@ -1314,13 +1314,13 @@ impl x::Structure for AlarmEmailCompletedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for AlarmEmailCompletedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlarmEmailCompletedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for AlarmEmailCompletedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1383,13 +1383,13 @@ impl x::Structure for AlarmEmailFailedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for AlarmEmailFailedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlarmEmailFailedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for AlarmEmailFailedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1450,13 +1450,13 @@ impl x::Structure for AlarmEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for AlarmEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlarmEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for AlarmEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1513,13 +1513,13 @@ impl x::Structure for AlarmEventArgument {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for AlarmEventArgument {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlarmEventArgument", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for AlarmEventArgument {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1567,12 +1567,12 @@ impl x::SchemaType for AlarmExpression {
 impl x::Structure for AlarmExpression {}
 impl std::fmt::Debug for AlarmExpression {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlarmExpression", x::fields_ref(self))
     }
 }
 impl PartialEq for AlarmExpression {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AlarmExpression {
@@ -1601,12 +1601,12 @@ impl x::SchemaType for AlarmFilterSpec {
 impl x::Structure for AlarmFilterSpec {}
 impl std::fmt::Debug for AlarmFilterSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlarmFilterSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for AlarmFilterSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AlarmFilterSpec {
@@ -1665,12 +1665,12 @@ impl x::SchemaType for AlarmInfo {
 impl x::Structure for AlarmInfo {}
 impl std::fmt::Debug for AlarmInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlarmInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for AlarmInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for AlarmInfo {
@@ -1736,13 +1736,13 @@ impl x::Structure for AlarmReconfiguredEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for AlarmReconfiguredEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlarmReconfiguredEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for AlarmReconfiguredEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1801,13 +1801,13 @@ impl x::Structure for AlarmRemovedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for AlarmRemovedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlarmRemovedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for AlarmRemovedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1866,13 +1866,13 @@ impl x::Structure for AlarmScriptCompleteEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for AlarmScriptCompleteEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlarmScriptCompleteEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for AlarmScriptCompleteEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1935,13 +1935,13 @@ impl x::Structure for AlarmScriptFailedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for AlarmScriptFailedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlarmScriptFailedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for AlarmScriptFailedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1996,12 +1996,12 @@ impl x::SchemaType for AlarmSetting {
 impl x::Structure for AlarmSetting {}
 impl std::fmt::Debug for AlarmSetting {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlarmSetting", x::fields_ref(self))
     }
 }
 impl PartialEq for AlarmSetting {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AlarmSetting {
@@ -2043,13 +2043,13 @@ impl x::Structure for AlarmSnmpCompletedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for AlarmSnmpCompletedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlarmSnmpCompletedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for AlarmSnmpCompletedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2108,13 +2108,13 @@ impl x::Structure for AlarmSnmpFailedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for AlarmSnmpFailedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlarmSnmpFailedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for AlarmSnmpFailedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2181,12 +2181,12 @@ impl x::SchemaType for AlarmSpec {
 impl x::Structure for AlarmSpec {}
 impl std::fmt::Debug for AlarmSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlarmSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for AlarmSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AlarmSpec {
@@ -2250,12 +2250,12 @@ impl x::SchemaType for AlarmState {
 impl x::Structure for AlarmState {}
 impl std::fmt::Debug for AlarmState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlarmState", x::fields_ref(self))
     }
 }
 impl PartialEq for AlarmState {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AlarmState {
@@ -2323,13 +2323,13 @@ impl x::Structure for AlarmStatusChangedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for AlarmStatusChangedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlarmStatusChangedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for AlarmStatusChangedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2394,12 +2394,12 @@ impl x::SchemaType for AlarmTriggeringAction {
 impl x::Structure for AlarmTriggeringAction {}
 impl std::fmt::Debug for AlarmTriggeringAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlarmTriggeringAction", x::fields_ref(self))
     }
 }
 impl PartialEq for AlarmTriggeringAction {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AlarmTriggeringAction {
@@ -2457,12 +2457,12 @@ impl x::SchemaType for AlarmTriggeringActionTransitionSpec {
 impl x::Structure for AlarmTriggeringActionTransitionSpec {}
 impl std::fmt::Debug for AlarmTriggeringActionTransitionSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlarmTriggeringActionTransitionSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for AlarmTriggeringActionTransitionSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AlarmTriggeringActionTransitionSpec {

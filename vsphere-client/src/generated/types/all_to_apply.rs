@@ -23,13 +23,13 @@ impl x::Structure for AllVirtualMachinesLicensedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for AllVirtualMachinesLicensedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AllVirtualMachinesLicensedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for AllVirtualMachinesLicensedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -79,13 +79,13 @@ impl x::Structure for AlreadyAuthenticatedSessionEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for AlreadyAuthenticatedSessionEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlreadyAuthenticatedSessionEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for AlreadyAuthenticatedSessionEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -137,13 +137,13 @@ impl x::Structure for AlreadyBeingManaged {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for AlreadyBeingManaged {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlreadyBeingManaged", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for AlreadyBeingManaged {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -200,13 +200,13 @@ impl x::Structure for AlreadyConnected {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for AlreadyConnected {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlreadyConnected", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for AlreadyConnected {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -259,12 +259,12 @@ impl x::SchemaType for AlreadyExists {
 impl x::Structure for AlreadyExists {}
 impl std::fmt::Debug for AlreadyExists {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlreadyExists", x::fields_ref(self))
     }
 }
 impl PartialEq for AlreadyExists {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for AlreadyExists {
@@ -316,13 +316,13 @@ impl x::Structure for AlreadyUpgraded {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for AlreadyUpgraded {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AlreadyUpgraded", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for AlreadyUpgraded {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -366,12 +366,12 @@ impl x::SchemaType for AndAlarmExpression {
 impl x::Structure for AndAlarmExpression {}
 impl std::fmt::Debug for AndAlarmExpression {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AndAlarmExpression", x::fields_ref(self))
     }
 }
 impl PartialEq for AndAlarmExpression {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AndAlarmExpression {
@@ -414,12 +414,12 @@ impl x::SchemaType for AnswerFile {
 impl x::Structure for AnswerFile {}
 impl std::fmt::Debug for AnswerFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AnswerFile", x::fields_ref(self))
     }
 }
 impl PartialEq for AnswerFile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AnswerFile {
@@ -466,12 +466,12 @@ impl x::SchemaType for AnswerFileCreateSpec {
 impl x::Structure for AnswerFileCreateSpec {}
 impl std::fmt::Debug for AnswerFileCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AnswerFileCreateSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for AnswerFileCreateSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AnswerFileCreateSpec {
@@ -507,12 +507,12 @@ impl x::SchemaType for AnswerFileOptionsCreateSpec {
 impl x::Structure for AnswerFileOptionsCreateSpec {}
 impl std::fmt::Debug for AnswerFileOptionsCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AnswerFileOptionsCreateSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for AnswerFileOptionsCreateSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AnswerFileOptionsCreateSpec {
@@ -576,12 +576,12 @@ impl x::SchemaType for AnswerFileSerializedCreateSpec {
 impl x::Structure for AnswerFileSerializedCreateSpec {}
 impl std::fmt::Debug for AnswerFileSerializedCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AnswerFileSerializedCreateSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for AnswerFileSerializedCreateSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for AnswerFileSerializedCreateSpec {
@@ -635,12 +635,12 @@ impl x::SchemaType for AnswerFileStatusError {
 impl x::Structure for AnswerFileStatusError {}
 impl std::fmt::Debug for AnswerFileStatusError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AnswerFileStatusError", x::fields_ref(self))
     }
 }
 impl PartialEq for AnswerFileStatusError {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AnswerFileStatusError {
@@ -684,12 +684,12 @@ impl x::SchemaType for AnswerFileStatusResult {
 impl x::Structure for AnswerFileStatusResult {}
 impl std::fmt::Debug for AnswerFileStatusResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AnswerFileStatusResult", x::fields_ref(self))
     }
 }
 impl PartialEq for AnswerFileStatusResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AnswerFileStatusResult {
@@ -749,13 +749,13 @@ impl x::Structure for AnswerFileUpdateFailed {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for AnswerFileUpdateFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AnswerFileUpdateFailed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for AnswerFileUpdateFailed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -819,13 +819,13 @@ impl x::Structure for AnswerFileUpdateFailure {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for AnswerFileUpdateFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AnswerFileUpdateFailure", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for AnswerFileUpdateFailure {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -871,13 +871,13 @@ impl x::Structure for ApplicationQuiesceFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ApplicationQuiesceFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ApplicationQuiesceFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ApplicationQuiesceFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -929,12 +929,12 @@ impl x::SchemaType for ApplyHostProfileConfigurationResult {
 impl x::Structure for ApplyHostProfileConfigurationResult {}
 impl std::fmt::Debug for ApplyHostProfileConfigurationResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ApplyHostProfileConfigurationResult", x::fields_ref(self))
     }
 }
 impl PartialEq for ApplyHostProfileConfigurationResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ApplyHostProfileConfigurationResult {
@@ -1003,12 +1003,12 @@ impl x::SchemaType for ApplyHostProfileConfigurationSpec {
 impl x::Structure for ApplyHostProfileConfigurationSpec {}
 impl std::fmt::Debug for ApplyHostProfileConfigurationSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ApplyHostProfileConfigurationSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for ApplyHostProfileConfigurationSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ApplyHostProfileConfigurationSpec {
@@ -1105,12 +1105,12 @@ impl x::SchemaType for ApplyProfile {
 impl x::Structure for ApplyProfile {}
 impl std::fmt::Debug for ApplyProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ApplyProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for ApplyProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ApplyProfile {
@@ -1179,12 +1179,12 @@ impl x::SchemaType for ApplyStorageRecommendationResult {
 impl x::Structure for ApplyStorageRecommendationResult {}
 impl std::fmt::Debug for ApplyStorageRecommendationResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ApplyStorageRecommendationResult", x::fields_ref(self))
     }
 }
 impl PartialEq for ApplyStorageRecommendationResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ApplyStorageRecommendationResult {

@@ -19,12 +19,12 @@ impl x::SchemaType for ArrayUpdateSpec {
 impl x::Structure for ArrayUpdateSpec {}
 impl std::fmt::Debug for ArrayUpdateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ArrayUpdateSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for ArrayUpdateSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ArrayUpdateSpec {
@@ -64,13 +64,13 @@ impl x::Structure for AuthMinimumAdminPermission {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for AuthMinimumAdminPermission {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AuthMinimumAdminPermission", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for AuthMinimumAdminPermission {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -118,12 +118,12 @@ impl x::SchemaType for AuthenticationProfile {
 impl x::Structure for AuthenticationProfile {}
 impl std::fmt::Debug for AuthenticationProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AuthenticationProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for AuthenticationProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for AuthenticationProfile {
@@ -181,13 +181,13 @@ impl x::Structure for AuthenticationRequired {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for AuthenticationRequired {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AuthenticationRequired", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for AuthenticationRequired {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -274,13 +274,13 @@ impl x::Structure for AuthenticationRequiredChallenge {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for AuthenticationRequiredChallenge {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AuthenticationRequiredChallenge", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for AuthenticationRequiredChallenge {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -331,12 +331,12 @@ impl x::SchemaType for AuthorizationDescription {
 impl x::Structure for AuthorizationDescription {}
 impl std::fmt::Debug for AuthorizationDescription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AuthorizationDescription", x::fields_ref(self))
     }
 }
 impl PartialEq for AuthorizationDescription {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AuthorizationDescription {
@@ -384,13 +384,13 @@ impl x::Structure for AuthorizationEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for AuthorizationEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AuthorizationEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for AuthorizationEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -440,12 +440,12 @@ impl x::SchemaType for AuthorizationPrivilege {
 impl x::Structure for AuthorizationPrivilege {}
 impl std::fmt::Debug for AuthorizationPrivilege {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AuthorizationPrivilege", x::fields_ref(self))
     }
 }
 impl PartialEq for AuthorizationPrivilege {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AuthorizationPrivilege {
@@ -495,12 +495,12 @@ impl x::SchemaType for AuthorizationRole {
 impl x::Structure for AuthorizationRole {}
 impl std::fmt::Debug for AuthorizationRole {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AuthorizationRole", x::fields_ref(self))
     }
 }
 impl PartialEq for AuthorizationRole {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AuthorizationRole {
@@ -563,12 +563,12 @@ impl x::SchemaType for AutoStartDefaults {
 impl x::Structure for AutoStartDefaults {}
 impl std::fmt::Debug for AutoStartDefaults {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AutoStartDefaults", x::fields_ref(self))
     }
 }
 impl PartialEq for AutoStartDefaults {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AutoStartDefaults {
@@ -620,12 +620,12 @@ impl x::SchemaType for AutoStartPowerInfo {
 impl x::Structure for AutoStartPowerInfo {}
 impl std::fmt::Debug for AutoStartPowerInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AutoStartPowerInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for AutoStartPowerInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AutoStartPowerInfo {
@@ -685,13 +685,13 @@ impl x::Structure for BackupBlobReadFailure {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for BackupBlobReadFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "BackupBlobReadFailure", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for BackupBlobReadFailure {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -756,13 +756,13 @@ impl x::Structure for BackupBlobWriteFailure {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for BackupBlobWriteFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "BackupBlobWriteFailure", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for BackupBlobWriteFailure {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -823,13 +823,13 @@ impl x::Structure for BadUsernameSessionEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for BadUsernameSessionEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "BadUsernameSessionEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for BadUsernameSessionEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -898,12 +898,12 @@ impl x::SchemaType for BaseConfigInfo {
 impl x::Structure for BaseConfigInfo {}
 impl std::fmt::Debug for BaseConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "BaseConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for BaseConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for BaseConfigInfo {
@@ -976,12 +976,12 @@ impl x::SchemaType for BaseConfigInfoBackingInfo {
 impl x::Structure for BaseConfigInfoBackingInfo {}
 impl std::fmt::Debug for BaseConfigInfoBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "BaseConfigInfoBackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for BaseConfigInfoBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for BaseConfigInfoBackingInfo {
@@ -1017,12 +1017,12 @@ impl x::SchemaType for BaseConfigInfoDiskFileBackingInfo {
 impl x::Structure for BaseConfigInfoDiskFileBackingInfo {}
 impl std::fmt::Debug for BaseConfigInfoDiskFileBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "BaseConfigInfoDiskFileBackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for BaseConfigInfoDiskFileBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for BaseConfigInfoDiskFileBackingInfo {
@@ -1092,12 +1092,12 @@ impl x::SchemaType for BaseConfigInfoFileBackingInfo {
 impl x::Structure for BaseConfigInfoFileBackingInfo {}
 impl std::fmt::Debug for BaseConfigInfoFileBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "BaseConfigInfoFileBackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for BaseConfigInfoFileBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for BaseConfigInfoFileBackingInfo {
@@ -1173,12 +1173,16 @@ impl x::SchemaType for BaseConfigInfoRawDiskMappingBackingInfo {
 impl x::Structure for BaseConfigInfoRawDiskMappingBackingInfo {}
 impl std::fmt::Debug for BaseConfigInfoRawDiskMappingBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "BaseConfigInfoRawDiskMappingBackingInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for BaseConfigInfoRawDiskMappingBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for BaseConfigInfoRawDiskMappingBackingInfo {

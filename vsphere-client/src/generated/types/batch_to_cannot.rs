@@ -23,12 +23,12 @@ impl x::SchemaType for BatchResult {
 impl x::Structure for BatchResult {}
 impl std::fmt::Debug for BatchResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "BatchResult", x::fields_ref(self))
     }
 }
 impl PartialEq for BatchResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for BatchResult {
@@ -72,13 +72,13 @@ impl x::Structure for BlockedByFirewall {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for BlockedByFirewall {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "BlockedByFirewall", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for BlockedByFirewall {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -128,12 +128,12 @@ impl x::SchemaType for BoolOption {
 impl x::Structure for BoolOption {}
 impl std::fmt::Debug for BoolOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "BoolOption", x::fields_ref(self))
     }
 }
 impl PartialEq for BoolOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for BoolOption {
@@ -185,12 +185,12 @@ impl x::SchemaType for BoolPolicy {
 impl x::Structure for BoolPolicy {}
 impl std::fmt::Debug for BoolPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "BoolPolicy", x::fields_ref(self))
     }
 }
 impl PartialEq for BoolPolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for BoolPolicy {
@@ -242,13 +242,13 @@ impl x::Structure for CAMServerRefusedConnection {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CAMServerRefusedConnection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CAMServerRefusedConnection", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CAMServerRefusedConnection {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -298,13 +298,13 @@ impl x::Structure for CanceledHostOperationEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for CanceledHostOperationEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CanceledHostOperationEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for CanceledHostOperationEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -354,13 +354,13 @@ impl x::Structure for CannotAccessFile {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotAccessFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotAccessFile", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotAccessFile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -410,13 +410,13 @@ impl x::Structure for CannotAccessLocalSource {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotAccessLocalSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotAccessLocalSource", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotAccessLocalSource {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -468,13 +468,13 @@ impl x::Structure for CannotAccessNetwork {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotAccessNetwork {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotAccessNetwork", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotAccessNetwork {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -535,13 +535,13 @@ impl x::Structure for CannotAccessVmComponent {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotAccessVmComponent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotAccessVmComponent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotAccessVmComponent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -593,13 +593,13 @@ impl x::Structure for CannotAccessVmConfig {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotAccessVmConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotAccessVmConfig", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotAccessVmConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -666,13 +666,13 @@ impl x::Structure for CannotAccessVmDevice {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotAccessVmDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotAccessVmDevice", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotAccessVmDevice {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -739,13 +739,13 @@ impl x::Structure for CannotAccessVmDisk {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotAccessVmDisk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotAccessVmDisk", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotAccessVmDisk {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -806,13 +806,13 @@ impl x::Structure for CannotAddHostWithFTVmAsStandalone {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotAddHostWithFTVmAsStandalone {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotAddHostWithFTVmAsStandalone", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotAddHostWithFTVmAsStandalone {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -862,13 +862,17 @@ impl x::Structure for CannotAddHostWithFTVmToDifferentCluster {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotAddHostWithFTVmToDifferentCluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "CannotAddHostWithFTVmToDifferentCluster",
+            x::fields_ref(self),
+        )
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotAddHostWithFTVmToDifferentCluster {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -918,13 +922,13 @@ impl x::Structure for CannotAddHostWithFTVmToNonHACluster {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotAddHostWithFTVmToNonHACluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotAddHostWithFTVmToNonHACluster", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotAddHostWithFTVmToNonHACluster {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -978,13 +982,13 @@ impl x::Structure for CannotChangeDrsBehaviorForFtSecondary {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotChangeDrsBehaviorForFtSecondary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotChangeDrsBehaviorForFtSecondary", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotChangeDrsBehaviorForFtSecondary {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1051,13 +1055,13 @@ impl x::Structure for CannotChangeHaSettingsForFtSecondary {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotChangeHaSettingsForFtSecondary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotChangeHaSettingsForFtSecondary", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotChangeHaSettingsForFtSecondary {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1120,13 +1124,13 @@ impl x::Structure for CannotChangeVsanClusterUuid {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotChangeVsanClusterUuid {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotChangeVsanClusterUuid", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotChangeVsanClusterUuid {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1176,13 +1180,13 @@ impl x::Structure for CannotChangeVsanNodeUuid {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotChangeVsanNodeUuid {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotChangeVsanNodeUuid", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotChangeVsanNodeUuid {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1236,13 +1240,13 @@ impl x::Structure for CannotComputeFTCompatibleHosts {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotComputeFTCompatibleHosts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotComputeFTCompatibleHosts", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotComputeFTCompatibleHosts {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1301,12 +1305,12 @@ impl x::SchemaType for CannotCreateFile {
 impl x::Structure for CannotCreateFile {}
 impl std::fmt::Debug for CannotCreateFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotCreateFile", x::fields_ref(self))
     }
 }
 impl PartialEq for CannotCreateFile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for CannotCreateFile {
@@ -1353,13 +1357,13 @@ impl x::Structure for CannotDecryptPasswords {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotDecryptPasswords {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotDecryptPasswords", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotDecryptPasswords {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1409,13 +1413,13 @@ impl x::Structure for CannotDeleteFile {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotDeleteFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotDeleteFile", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotDeleteFile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1465,13 +1469,13 @@ impl x::Structure for CannotDisableDrsOnClustersWithVApps {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotDisableDrsOnClustersWithVApps {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotDisableDrsOnClustersWithVApps", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotDisableDrsOnClustersWithVApps {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1521,13 +1525,13 @@ impl x::Structure for CannotDisableSnapshot {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotDisableSnapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotDisableSnapshot", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotDisableSnapshot {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1579,13 +1583,17 @@ impl x::Structure for CannotDisconnectHostWithFaultToleranceVm {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotDisconnectHostWithFaultToleranceVm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "CannotDisconnectHostWithFaultToleranceVm",
+            x::fields_ref(self),
+        )
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotDisconnectHostWithFaultToleranceVm {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1646,13 +1654,13 @@ impl x::Structure for CannotEnableVmcpForCluster {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotEnableVmcpForCluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotEnableVmcpForCluster", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotEnableVmcpForCluster {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1711,13 +1719,13 @@ impl x::Structure for CannotModifyConfigCpuRequirements {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotModifyConfigCpuRequirements {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotModifyConfigCpuRequirements", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotModifyConfigCpuRequirements {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1771,13 +1779,13 @@ impl x::Structure for CannotMoveFaultToleranceVm {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotMoveFaultToleranceVm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotMoveFaultToleranceVm", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotMoveFaultToleranceVm {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1834,13 +1842,13 @@ impl x::Structure for CannotMoveHostWithFaultToleranceVm {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotMoveHostWithFaultToleranceVm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotMoveHostWithFaultToleranceVm", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotMoveHostWithFaultToleranceVm {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1892,13 +1900,13 @@ impl x::Structure for CannotMoveVmWithDeltaDisk {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotMoveVmWithDeltaDisk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotMoveVmWithDeltaDisk", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotMoveVmWithDeltaDisk {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1953,13 +1961,13 @@ impl x::Structure for CannotMoveVmWithNativeDeltaDisk {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotMoveVmWithNativeDeltaDisk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotMoveVmWithNativeDeltaDisk", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotMoveVmWithNativeDeltaDisk {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2009,13 +2017,13 @@ impl x::Structure for CannotMoveVsanEnabledHost {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotMoveVsanEnabledHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotMoveVsanEnabledHost", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotMoveVsanEnabledHost {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2065,13 +2073,13 @@ impl x::Structure for CannotPlaceWithoutPrerequisiteMoves {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotPlaceWithoutPrerequisiteMoves {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotPlaceWithoutPrerequisiteMoves", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotPlaceWithoutPrerequisiteMoves {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2127,13 +2135,13 @@ impl x::Structure for CannotPowerOffVmInCluster {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotPowerOffVmInCluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotPowerOffVmInCluster", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotPowerOffVmInCluster {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2192,13 +2200,13 @@ impl x::Structure for CannotReconfigureVsanWhenHaEnabled {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotReconfigureVsanWhenHaEnabled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotReconfigureVsanWhenHaEnabled", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotReconfigureVsanWhenHaEnabled {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2258,13 +2266,13 @@ impl x::Structure for CannotUseNetwork {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CannotUseNetwork {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CannotUseNetwork", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CannotUseNetwork {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]

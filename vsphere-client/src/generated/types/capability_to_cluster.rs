@@ -47,12 +47,12 @@ impl x::SchemaType for Capability {
 impl x::Structure for Capability {}
 impl std::fmt::Debug for Capability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "Capability", x::fields_ref(self))
     }
 }
 impl PartialEq for Capability {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for Capability {
@@ -166,13 +166,13 @@ impl x::Structure for ChangesInfoEventArgument {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ChangesInfoEventArgument {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ChangesInfoEventArgument", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ChangesInfoEventArgument {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -220,12 +220,12 @@ impl x::SchemaType for CheckResult {
 impl x::Structure for CheckResult {}
 impl std::fmt::Debug for CheckResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CheckResult", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CheckResult {
@@ -283,12 +283,12 @@ impl x::SchemaType for ChoiceOption {
 impl x::Structure for ChoiceOption {}
 impl std::fmt::Debug for ChoiceOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ChoiceOption", x::fields_ref(self))
     }
 }
 impl PartialEq for ChoiceOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ChoiceOption {
@@ -351,13 +351,13 @@ impl x::Structure for ClockSkew {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ClockSkew {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClockSkew", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ClockSkew {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -407,13 +407,13 @@ impl x::Structure for CloneFromSnapshotNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CloneFromSnapshotNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CloneFromSnapshotNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CloneFromSnapshotNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -461,12 +461,12 @@ impl x::SchemaType for ClusterAction {
 impl x::Structure for ClusterAction {}
 impl std::fmt::Debug for ClusterAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterAction", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterAction {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterAction {
@@ -502,12 +502,12 @@ impl x::SchemaType for ClusterActionHistory {
 impl x::Structure for ClusterActionHistory {}
 impl std::fmt::Debug for ClusterActionHistory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterActionHistory", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterActionHistory {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterActionHistory {
@@ -549,12 +549,12 @@ impl x::SchemaType for ClusterAffinityRuleSpec {
 impl x::Structure for ClusterAffinityRuleSpec {}
 impl std::fmt::Debug for ClusterAffinityRuleSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterAffinityRuleSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterAffinityRuleSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterAffinityRuleSpec {
@@ -612,12 +612,12 @@ impl x::SchemaType for ClusterAntiAffinityRuleSpec {
 impl x::Structure for ClusterAntiAffinityRuleSpec {}
 impl std::fmt::Debug for ClusterAntiAffinityRuleSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterAntiAffinityRuleSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterAntiAffinityRuleSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterAntiAffinityRuleSpec {
@@ -673,12 +673,12 @@ impl x::SchemaType for ClusterAttemptedVmInfo {
 impl x::Structure for ClusterAttemptedVmInfo {}
 impl std::fmt::Debug for ClusterAttemptedVmInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterAttemptedVmInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterAttemptedVmInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterAttemptedVmInfo {
@@ -736,12 +736,12 @@ impl x::SchemaType for ClusterClusterInitialPlacementAction {
 impl x::Structure for ClusterClusterInitialPlacementAction {}
 impl std::fmt::Debug for ClusterClusterInitialPlacementAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterClusterInitialPlacementAction", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterClusterInitialPlacementAction {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterClusterInitialPlacementAction {
@@ -821,13 +821,13 @@ impl x::Structure for ClusterComplianceCheckedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ClusterComplianceCheckedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterComplianceCheckedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ClusterComplianceCheckedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -878,12 +878,16 @@ impl x::SchemaType for ClusterComputeResourceClusterConfigResult {
 impl x::Structure for ClusterComputeResourceClusterConfigResult {}
 impl std::fmt::Debug for ClusterComputeResourceClusterConfigResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ClusterComputeResourceClusterConfigResult",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ClusterComputeResourceClusterConfigResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterComputeResourceClusterConfigResult {
@@ -933,12 +937,12 @@ impl x::SchemaType for ClusterComputeResourceCryptoModePolicy {
 impl x::Structure for ClusterComputeResourceCryptoModePolicy {}
 impl std::fmt::Debug for ClusterComputeResourceCryptoModePolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterComputeResourceCryptoModePolicy", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterComputeResourceCryptoModePolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterComputeResourceCryptoModePolicy {
@@ -979,12 +983,16 @@ impl x::SchemaType for ClusterComputeResourceDVSConfigurationValidation {
 impl x::Structure for ClusterComputeResourceDVSConfigurationValidation {}
 impl std::fmt::Debug for ClusterComputeResourceDVSConfigurationValidation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ClusterComputeResourceDVSConfigurationValidation",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ClusterComputeResourceDVSConfigurationValidation {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ClusterComputeResourceDVSConfigurationValidation {
@@ -1047,12 +1055,12 @@ impl x::SchemaType for ClusterComputeResourceDVSSetting {
 impl x::Structure for ClusterComputeResourceDVSSetting {}
 impl std::fmt::Debug for ClusterComputeResourceDVSSetting {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterComputeResourceDVSSetting", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterComputeResourceDVSSetting {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterComputeResourceDVSSetting {
@@ -1103,12 +1111,16 @@ impl x::SchemaType for ClusterComputeResourceDVSSettingDVPortgroupToServiceMappi
 impl x::Structure for ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {}
 impl std::fmt::Debug for ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {
@@ -1154,12 +1166,12 @@ impl x::SchemaType for ClusterComputeResourceDvsProfile {
 impl x::Structure for ClusterComputeResourceDvsProfile {}
 impl std::fmt::Debug for ClusterComputeResourceDvsProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterComputeResourceDvsProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterComputeResourceDvsProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterComputeResourceDvsProfile {
@@ -1216,12 +1228,16 @@ impl x::Structure for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMa
 impl std::fmt::Debug
 for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping {
@@ -1267,12 +1283,12 @@ impl x::SchemaType for ClusterComputeResourceHCIConfigInfo {
 impl x::Structure for ClusterComputeResourceHCIConfigInfo {}
 impl std::fmt::Debug for ClusterComputeResourceHCIConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterComputeResourceHCIConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterComputeResourceHCIConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterComputeResourceHCIConfigInfo {
@@ -1326,12 +1342,12 @@ impl x::SchemaType for ClusterComputeResourceHCIConfigSpec {
 impl x::Structure for ClusterComputeResourceHCIConfigSpec {}
 impl std::fmt::Debug for ClusterComputeResourceHCIConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterComputeResourceHCIConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterComputeResourceHCIConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterComputeResourceHCIConfigSpec {
@@ -1383,12 +1399,16 @@ impl x::SchemaType for ClusterComputeResourceHostConfigurationInput {
 impl x::Structure for ClusterComputeResourceHostConfigurationInput {}
 impl std::fmt::Debug for ClusterComputeResourceHostConfigurationInput {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ClusterComputeResourceHostConfigurationInput",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ClusterComputeResourceHostConfigurationInput {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterComputeResourceHostConfigurationInput {
@@ -1444,12 +1464,16 @@ impl x::SchemaType for ClusterComputeResourceHostConfigurationProfile {
 impl x::Structure for ClusterComputeResourceHostConfigurationProfile {}
 impl std::fmt::Debug for ClusterComputeResourceHostConfigurationProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ClusterComputeResourceHostConfigurationProfile",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ClusterComputeResourceHostConfigurationProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterComputeResourceHostConfigurationProfile {
@@ -1495,12 +1519,16 @@ impl x::SchemaType for ClusterComputeResourceHostConfigurationValidation {
 impl x::Structure for ClusterComputeResourceHostConfigurationValidation {}
 impl std::fmt::Debug for ClusterComputeResourceHostConfigurationValidation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ClusterComputeResourceHostConfigurationValidation",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ClusterComputeResourceHostConfigurationValidation {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ClusterComputeResourceHostConfigurationValidation {
@@ -1571,12 +1599,16 @@ impl x::SchemaType for ClusterComputeResourceHostEvacuationInfo {
 impl x::Structure for ClusterComputeResourceHostEvacuationInfo {}
 impl std::fmt::Debug for ClusterComputeResourceHostEvacuationInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ClusterComputeResourceHostEvacuationInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ClusterComputeResourceHostEvacuationInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterComputeResourceHostEvacuationInfo {
@@ -1625,12 +1657,12 @@ impl x::SchemaType for ClusterComputeResourceHostVmkNicInfo {
 impl x::Structure for ClusterComputeResourceHostVmkNicInfo {}
 impl std::fmt::Debug for ClusterComputeResourceHostVmkNicInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterComputeResourceHostVmkNicInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterComputeResourceHostVmkNicInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterComputeResourceHostVmkNicInfo {
@@ -1676,12 +1708,12 @@ impl x::SchemaType for ClusterComputeResourceMaintenanceInfo {
 impl x::Structure for ClusterComputeResourceMaintenanceInfo {}
 impl std::fmt::Debug for ClusterComputeResourceMaintenanceInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterComputeResourceMaintenanceInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterComputeResourceMaintenanceInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterComputeResourceMaintenanceInfo {
@@ -1754,12 +1786,12 @@ impl x::SchemaType for ClusterComputeResourceSummary {
 impl x::Structure for ClusterComputeResourceSummary {}
 impl std::fmt::Debug for ClusterComputeResourceSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterComputeResourceSummary", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterComputeResourceSummary {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterComputeResourceSummary {
@@ -1875,12 +1907,12 @@ impl x::SchemaType for ClusterComputeResourceVCProfile {
 impl x::Structure for ClusterComputeResourceVCProfile {}
 impl std::fmt::Debug for ClusterComputeResourceVCProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterComputeResourceVCProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterComputeResourceVCProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterComputeResourceVCProfile {
@@ -1918,12 +1950,16 @@ impl x::SchemaType for ClusterComputeResourceValidationResultBase {
 impl x::Structure for ClusterComputeResourceValidationResultBase {}
 impl std::fmt::Debug for ClusterComputeResourceValidationResultBase {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ClusterComputeResourceValidationResultBase",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ClusterComputeResourceValidationResultBase {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterComputeResourceValidationResultBase {
@@ -1968,12 +2004,12 @@ impl x::SchemaType for ClusterComputeResourceVcsSlots {
 impl x::Structure for ClusterComputeResourceVcsSlots {}
 impl std::fmt::Debug for ClusterComputeResourceVcsSlots {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterComputeResourceVcsSlots", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterComputeResourceVcsSlots {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterComputeResourceVcsSlots {
@@ -2033,12 +2069,12 @@ impl x::SchemaType for ClusterConfigInfo {
 impl x::Structure for ClusterConfigInfo {}
 impl std::fmt::Debug for ClusterConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterConfigInfo {
@@ -2127,12 +2163,12 @@ impl x::SchemaType for ClusterConfigInfoEx {
 impl x::Structure for ClusterConfigInfoEx {}
 impl std::fmt::Debug for ClusterConfigInfoEx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterConfigInfoEx", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterConfigInfoEx {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterConfigInfoEx {
@@ -2256,12 +2292,12 @@ impl x::SchemaType for ClusterConfigSpec {
 impl x::Structure for ClusterConfigSpec {}
 impl std::fmt::Debug for ClusterConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterConfigSpec {
@@ -2352,12 +2388,12 @@ impl x::SchemaType for ClusterConfigSpecEx {
 impl x::Structure for ClusterConfigSpecEx {}
 impl std::fmt::Debug for ClusterConfigSpecEx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterConfigSpecEx", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterConfigSpecEx {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterConfigSpecEx {
@@ -2484,13 +2520,13 @@ impl x::Structure for ClusterCreatedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ClusterCreatedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterCreatedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ClusterCreatedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2543,12 +2579,12 @@ impl x::SchemaType for ClusterCryptoConfigInfo {
 impl x::Structure for ClusterCryptoConfigInfo {}
 impl std::fmt::Debug for ClusterCryptoConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterCryptoConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterCryptoConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterCryptoConfigInfo {
@@ -2587,12 +2623,12 @@ impl x::SchemaType for ClusterDasAamHostInfo {
 impl x::Structure for ClusterDasAamHostInfo {}
 impl std::fmt::Debug for ClusterDasAamHostInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDasAamHostInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDasAamHostInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterDasAamHostInfo {
@@ -2640,12 +2676,12 @@ impl x::SchemaType for ClusterDasAamNodeState {
 impl x::Structure for ClusterDasAamNodeState {}
 impl std::fmt::Debug for ClusterDasAamNodeState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDasAamNodeState", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDasAamNodeState {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterDasAamNodeState {
@@ -2686,12 +2722,12 @@ impl x::SchemaType for ClusterDasAdmissionControlInfo {
 impl x::Structure for ClusterDasAdmissionControlInfo {}
 impl std::fmt::Debug for ClusterDasAdmissionControlInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDasAdmissionControlInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDasAdmissionControlInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterDasAdmissionControlInfo {
@@ -2720,12 +2756,12 @@ impl x::SchemaType for ClusterDasAdmissionControlPolicy {
 impl x::Structure for ClusterDasAdmissionControlPolicy {}
 impl std::fmt::Debug for ClusterDasAdmissionControlPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDasAdmissionControlPolicy", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDasAdmissionControlPolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterDasAdmissionControlPolicy {
@@ -2775,12 +2811,12 @@ impl x::SchemaType for ClusterDasAdvancedRuntimeInfo {
 impl x::Structure for ClusterDasAdvancedRuntimeInfo {}
 impl std::fmt::Debug for ClusterDasAdvancedRuntimeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDasAdvancedRuntimeInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDasAdvancedRuntimeInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterDasAdvancedRuntimeInfo {
@@ -2827,12 +2863,16 @@ impl x::SchemaType for ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {
 impl x::Structure for ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {}
 impl std::fmt::Debug for ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {
@@ -2886,12 +2926,12 @@ impl x::SchemaType for ClusterDasConfigInfo {
 impl x::Structure for ClusterDasConfigInfo {}
 impl std::fmt::Debug for ClusterDasConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDasConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDasConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterDasConfigInfo {
@@ -2961,12 +3001,12 @@ impl x::SchemaType for ClusterDasData {
 impl x::Structure for ClusterDasData {}
 impl std::fmt::Debug for ClusterDasData {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDasData", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDasData {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterDasData {
@@ -2995,12 +3035,12 @@ impl x::SchemaType for ClusterDasDataSummary {
 impl x::Structure for ClusterDasDataSummary {}
 impl std::fmt::Debug for ClusterDasDataSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDasDataSummary", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDasDataSummary {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterDasDataSummary {
@@ -3022,122 +3062,5 @@ impl x::Fields for ClusterDasDataSummary {
         w.write("hostListVersion", &self.host_list_version);
         w.write("clusterConfigVersion", &self.cluster_config_version);
         w.write("compatListVersion", &self.compat_list_version);
-    }
-}
-/// `ClusterDasFailoverLevelAdvancedRuntimeInfo` (extends `ClusterDasAdvancedRuntimeInfo`).
-///
-/// The fields of `ClusterDasAdvancedRuntimeInfo` are in `cluster_das_advanced_runtime_info`, also reachable through `Deref`.
-#[derive(Default)]
-pub struct ClusterDasFailoverLevelAdvancedRuntimeInfo {
-    /// The fields `ClusterDasFailoverLevelAdvancedRuntimeInfo` inherits from `ClusterDasAdvancedRuntimeInfo`.
-    pub cluster_das_advanced_runtime_info: ClusterDasAdvancedRuntimeInfo,
-    /// `slotInfo`.
-    pub slot_info: ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo,
-    /// `totalSlots`.
-    pub total_slots: i32,
-    /// `usedSlots`.
-    pub used_slots: i32,
-    /// `unreservedSlots`.
-    pub unreserved_slots: i32,
-    /// `totalVms`.
-    pub total_vms: i32,
-    /// `totalHosts`.
-    pub total_hosts: i32,
-    /// `totalGoodHosts`.
-    pub total_good_hosts: i32,
-    /// `hostSlots`.
-    pub host_slots: Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>,
-    /// `vmsRequiringMultipleSlots`.
-    pub vms_requiring_multiple_slots: Vec<
-        ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots,
-    >,
-}
-impl x::SchemaType for ClusterDasFailoverLevelAdvancedRuntimeInfo {
-    const TYPE_NAME: &'static str = "ClusterDasFailoverLevelAdvancedRuntimeInfo";
-}
-impl x::Structure for ClusterDasFailoverLevelAdvancedRuntimeInfo {}
-impl std::fmt::Debug for ClusterDasFailoverLevelAdvancedRuntimeInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ClusterDasFailoverLevelAdvancedRuntimeInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for ClusterDasFailoverLevelAdvancedRuntimeInfo {
-    fn clone(&self) -> Self {
-        Self {
-            cluster_das_advanced_runtime_info: self
-                .cluster_das_advanced_runtime_info
-                .clone(),
-            slot_info: self.slot_info.clone(),
-            total_slots: self.total_slots,
-            used_slots: self.used_slots,
-            unreserved_slots: self.unreserved_slots,
-            total_vms: self.total_vms,
-            total_hosts: self.total_hosts,
-            total_good_hosts: self.total_good_hosts,
-            host_slots: x::clone_vec(&self.host_slots),
-            vms_requiring_multiple_slots: x::clone_vec(
-                &self.vms_requiring_multiple_slots,
-            ),
-        }
-    }
-}
-impl std::ops::Deref for ClusterDasFailoverLevelAdvancedRuntimeInfo {
-    type Target = ClusterDasAdvancedRuntimeInfo;
-    #[inline]
-    fn deref(&self) -> &ClusterDasAdvancedRuntimeInfo {
-        &self.cluster_das_advanced_runtime_info
-    }
-}
-impl std::ops::DerefMut for ClusterDasFailoverLevelAdvancedRuntimeInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ClusterDasAdvancedRuntimeInfo {
-        &mut self.cluster_das_advanced_runtime_info
-    }
-}
-impl x::Fields for ClusterDasFailoverLevelAdvancedRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "slotInfo" => r.read(&mut self.slot_info),
-            "totalSlots" => r.read(&mut self.total_slots),
-            "usedSlots" => r.read(&mut self.used_slots),
-            "unreservedSlots" => r.read(&mut self.unreserved_slots),
-            "totalVms" => r.read(&mut self.total_vms),
-            "totalHosts" => r.read(&mut self.total_hosts),
-            "totalGoodHosts" => r.read(&mut self.total_good_hosts),
-            "hostSlots" => r.read_push(&mut self.host_slots),
-            "vmsRequiringMultipleSlots" => {
-                r.read_push(&mut self.vms_requiring_multiple_slots)
-            }
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.cluster_das_advanced_runtime_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.cluster_das_advanced_runtime_info, w);
-        w.write("slotInfo", &self.slot_info);
-        w.write("totalSlots", &self.total_slots);
-        w.write("usedSlots", &self.used_slots);
-        w.write("unreservedSlots", &self.unreserved_slots);
-        w.write("totalVms", &self.total_vms);
-        w.write("totalHosts", &self.total_hosts);
-        w.write("totalGoodHosts", &self.total_good_hosts);
-        w.write_vec("hostSlots", &self.host_slots);
-        w.write_vec("vmsRequiringMultipleSlots", &self.vms_requiring_multiple_slots);
     }
 }

@@ -5,6 +5,127 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `ClusterDasFailoverLevelAdvancedRuntimeInfo` (extends `ClusterDasAdvancedRuntimeInfo`).
+///
+/// The fields of `ClusterDasAdvancedRuntimeInfo` are in `cluster_das_advanced_runtime_info`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct ClusterDasFailoverLevelAdvancedRuntimeInfo {
+    /// The fields `ClusterDasFailoverLevelAdvancedRuntimeInfo` inherits from `ClusterDasAdvancedRuntimeInfo`.
+    pub cluster_das_advanced_runtime_info: ClusterDasAdvancedRuntimeInfo,
+    /// `slotInfo`.
+    pub slot_info: ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo,
+    /// `totalSlots`.
+    pub total_slots: i32,
+    /// `usedSlots`.
+    pub used_slots: i32,
+    /// `unreservedSlots`.
+    pub unreserved_slots: i32,
+    /// `totalVms`.
+    pub total_vms: i32,
+    /// `totalHosts`.
+    pub total_hosts: i32,
+    /// `totalGoodHosts`.
+    pub total_good_hosts: i32,
+    /// `hostSlots`.
+    pub host_slots: Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>,
+    /// `vmsRequiringMultipleSlots`.
+    pub vms_requiring_multiple_slots: Vec<
+        ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots,
+    >,
+}
+impl x::SchemaType for ClusterDasFailoverLevelAdvancedRuntimeInfo {
+    const TYPE_NAME: &'static str = "ClusterDasFailoverLevelAdvancedRuntimeInfo";
+}
+impl x::Structure for ClusterDasFailoverLevelAdvancedRuntimeInfo {}
+impl std::fmt::Debug for ClusterDasFailoverLevelAdvancedRuntimeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "ClusterDasFailoverLevelAdvancedRuntimeInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for ClusterDasFailoverLevelAdvancedRuntimeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for ClusterDasFailoverLevelAdvancedRuntimeInfo {
+    fn clone(&self) -> Self {
+        Self {
+            cluster_das_advanced_runtime_info: self
+                .cluster_das_advanced_runtime_info
+                .clone(),
+            slot_info: self.slot_info.clone(),
+            total_slots: self.total_slots,
+            used_slots: self.used_slots,
+            unreserved_slots: self.unreserved_slots,
+            total_vms: self.total_vms,
+            total_hosts: self.total_hosts,
+            total_good_hosts: self.total_good_hosts,
+            host_slots: x::clone_vec(&self.host_slots),
+            vms_requiring_multiple_slots: x::clone_vec(
+                &self.vms_requiring_multiple_slots,
+            ),
+        }
+    }
+}
+impl std::ops::Deref for ClusterDasFailoverLevelAdvancedRuntimeInfo {
+    type Target = ClusterDasAdvancedRuntimeInfo;
+    #[inline]
+    fn deref(&self) -> &ClusterDasAdvancedRuntimeInfo {
+        &self.cluster_das_advanced_runtime_info
+    }
+}
+impl std::ops::DerefMut for ClusterDasFailoverLevelAdvancedRuntimeInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterDasAdvancedRuntimeInfo {
+        &mut self.cluster_das_advanced_runtime_info
+    }
+}
+impl x::Fields for ClusterDasFailoverLevelAdvancedRuntimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "slotInfo" => r.read(&mut self.slot_info),
+            "totalSlots" => r.read(&mut self.total_slots),
+            "usedSlots" => r.read(&mut self.used_slots),
+            "unreservedSlots" => r.read(&mut self.unreserved_slots),
+            "totalVms" => r.read(&mut self.total_vms),
+            "totalHosts" => r.read(&mut self.total_hosts),
+            "totalGoodHosts" => r.read(&mut self.total_good_hosts),
+            "hostSlots" => r.read_push(&mut self.host_slots),
+            "vmsRequiringMultipleSlots" => {
+                r.read_push(&mut self.vms_requiring_multiple_slots)
+            }
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.cluster_das_advanced_runtime_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.cluster_das_advanced_runtime_info, w);
+        w.write("slotInfo", &self.slot_info);
+        w.write("totalSlots", &self.total_slots);
+        w.write("usedSlots", &self.used_slots);
+        w.write("unreservedSlots", &self.unreserved_slots);
+        w.write("totalVms", &self.total_vms);
+        w.write("totalHosts", &self.total_hosts);
+        w.write("totalGoodHosts", &self.total_good_hosts);
+        w.write_vec("hostSlots", &self.host_slots);
+        w.write_vec("vmsRequiringMultipleSlots", &self.vms_requiring_multiple_slots);
+    }
+}
 /// `ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots {
@@ -19,12 +140,16 @@ impl x::SchemaType for ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots {
 impl x::Structure for ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots {}
 impl std::fmt::Debug for ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots {
@@ -66,12 +191,16 @@ impl x::SchemaType for ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo {
 impl x::Structure for ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo {}
 impl std::fmt::Debug for ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo {
@@ -109,12 +238,16 @@ impl x::SchemaType for ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots {
 impl x::Structure for ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots {}
 impl std::fmt::Debug for ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots {
@@ -154,12 +287,12 @@ impl x::SchemaType for ClusterDasFdmHostState {
 impl x::Structure for ClusterDasFdmHostState {}
 impl std::fmt::Debug for ClusterDasFdmHostState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDasFdmHostState", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDasFdmHostState {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterDasFdmHostState {
@@ -192,12 +325,12 @@ impl x::SchemaType for ClusterDasHostInfo {
 impl x::Structure for ClusterDasHostInfo {}
 impl std::fmt::Debug for ClusterDasHostInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDasHostInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDasHostInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterDasHostInfo {
@@ -224,12 +357,12 @@ impl x::SchemaType for ClusterDasHostRecommendation {
 impl x::Structure for ClusterDasHostRecommendation {}
 impl std::fmt::Debug for ClusterDasHostRecommendation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDasHostRecommendation", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDasHostRecommendation {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterDasHostRecommendation {
@@ -269,12 +402,12 @@ impl x::SchemaType for ClusterDasVmConfigInfo {
 impl x::Structure for ClusterDasVmConfigInfo {}
 impl std::fmt::Debug for ClusterDasVmConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDasVmConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDasVmConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterDasVmConfigInfo {
@@ -320,12 +453,12 @@ impl x::SchemaType for ClusterDasVmConfigSpec {
 impl x::Structure for ClusterDasVmConfigSpec {}
 impl std::fmt::Debug for ClusterDasVmConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDasVmConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDasVmConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ClusterDasVmConfigSpec {
@@ -383,12 +516,12 @@ impl x::SchemaType for ClusterDasVmSettings {
 impl x::Structure for ClusterDasVmSettings {}
 impl std::fmt::Debug for ClusterDasVmSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDasVmSettings", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDasVmSettings {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterDasVmSettings {
@@ -439,12 +572,12 @@ impl x::SchemaType for ClusterDatastoreUpdateSpec {
 impl x::Structure for ClusterDatastoreUpdateSpec {}
 impl std::fmt::Debug for ClusterDatastoreUpdateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDatastoreUpdateSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDatastoreUpdateSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ClusterDatastoreUpdateSpec {
@@ -500,12 +633,12 @@ impl x::SchemaType for ClusterDependencyRuleInfo {
 impl x::Structure for ClusterDependencyRuleInfo {}
 impl std::fmt::Debug for ClusterDependencyRuleInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDependencyRuleInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDependencyRuleInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ClusterDependencyRuleInfo {
@@ -559,13 +692,13 @@ impl x::Structure for ClusterDestroyedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ClusterDestroyedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDestroyedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ClusterDestroyedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -615,12 +748,12 @@ impl x::SchemaType for ClusterDpmConfigInfo {
 impl x::Structure for ClusterDpmConfigInfo {}
 impl std::fmt::Debug for ClusterDpmConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDpmConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDpmConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterDpmConfigInfo {
@@ -672,12 +805,12 @@ impl x::SchemaType for ClusterDpmHostConfigInfo {
 impl x::Structure for ClusterDpmHostConfigInfo {}
 impl std::fmt::Debug for ClusterDpmHostConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDpmHostConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDpmHostConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterDpmHostConfigInfo {
@@ -721,12 +854,12 @@ impl x::SchemaType for ClusterDpmHostConfigSpec {
 impl x::Structure for ClusterDpmHostConfigSpec {}
 impl std::fmt::Debug for ClusterDpmHostConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDpmHostConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDpmHostConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ClusterDpmHostConfigSpec {
@@ -786,12 +919,12 @@ impl x::SchemaType for ClusterDrsConfigInfo {
 impl x::Structure for ClusterDrsConfigInfo {}
 impl std::fmt::Debug for ClusterDrsConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDrsConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDrsConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterDrsConfigInfo {
@@ -849,12 +982,12 @@ impl x::SchemaType for ClusterDrsFaults {
 impl x::Structure for ClusterDrsFaults {}
 impl std::fmt::Debug for ClusterDrsFaults {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDrsFaults", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDrsFaults {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterDrsFaults {
@@ -904,12 +1037,12 @@ impl x::SchemaType for ClusterDrsFaultsFaultsByVirtualDisk {
 impl x::Structure for ClusterDrsFaultsFaultsByVirtualDisk {}
 impl std::fmt::Debug for ClusterDrsFaultsFaultsByVirtualDisk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDrsFaultsFaultsByVirtualDisk", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDrsFaultsFaultsByVirtualDisk {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ClusterDrsFaultsFaultsByVirtualDisk {
@@ -965,12 +1098,12 @@ impl x::SchemaType for ClusterDrsFaultsFaultsByVm {
 impl x::Structure for ClusterDrsFaultsFaultsByVm {}
 impl std::fmt::Debug for ClusterDrsFaultsFaultsByVm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDrsFaultsFaultsByVm", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDrsFaultsFaultsByVm {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterDrsFaultsFaultsByVm {
@@ -1032,12 +1165,12 @@ impl x::SchemaType for ClusterDrsMigration {
 impl x::Structure for ClusterDrsMigration {}
 impl std::fmt::Debug for ClusterDrsMigration {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDrsMigration", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDrsMigration {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterDrsMigration {
@@ -1101,12 +1234,12 @@ impl x::SchemaType for ClusterDrsRecommendation {
 impl x::Structure for ClusterDrsRecommendation {}
 impl std::fmt::Debug for ClusterDrsRecommendation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDrsRecommendation", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDrsRecommendation {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterDrsRecommendation {
@@ -1165,12 +1298,12 @@ impl x::SchemaType for ClusterDrsVmConfigInfo {
 impl x::Structure for ClusterDrsVmConfigInfo {}
 impl std::fmt::Debug for ClusterDrsVmConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDrsVmConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDrsVmConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterDrsVmConfigInfo {
@@ -1214,12 +1347,12 @@ impl x::SchemaType for ClusterDrsVmConfigSpec {
 impl x::Structure for ClusterDrsVmConfigSpec {}
 impl std::fmt::Debug for ClusterDrsVmConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterDrsVmConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterDrsVmConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ClusterDrsVmConfigSpec {
@@ -1273,12 +1406,12 @@ impl x::SchemaType for ClusterEVCManagerCheckResult {
 impl x::Structure for ClusterEVCManagerCheckResult {}
 impl std::fmt::Debug for ClusterEVCManagerCheckResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterEVCManagerCheckResult", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterEVCManagerCheckResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterEVCManagerCheckResult {
@@ -1337,12 +1470,12 @@ impl x::SchemaType for ClusterEVCManagerEVCState {
 impl x::Structure for ClusterEVCManagerEVCState {}
 impl std::fmt::Debug for ClusterEVCManagerEVCState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterEVCManagerEVCState", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterEVCManagerEVCState {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterEVCManagerEVCState {
@@ -1398,12 +1531,12 @@ impl x::SchemaType for ClusterEnterMaintenanceResult {
 impl x::Structure for ClusterEnterMaintenanceResult {}
 impl std::fmt::Debug for ClusterEnterMaintenanceResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterEnterMaintenanceResult", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterEnterMaintenanceResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterEnterMaintenanceResult {
@@ -1451,13 +1584,13 @@ impl x::Structure for ClusterEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ClusterEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ClusterEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1501,12 +1634,16 @@ impl x::SchemaType for ClusterFailoverHostAdmissionControlInfo {
 impl x::Structure for ClusterFailoverHostAdmissionControlInfo {}
 impl std::fmt::Debug for ClusterFailoverHostAdmissionControlInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ClusterFailoverHostAdmissionControlInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ClusterFailoverHostAdmissionControlInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterFailoverHostAdmissionControlInfo {
@@ -1547,12 +1684,16 @@ impl x::SchemaType for ClusterFailoverHostAdmissionControlInfoHostStatus {
 impl x::Structure for ClusterFailoverHostAdmissionControlInfoHostStatus {}
 impl std::fmt::Debug for ClusterFailoverHostAdmissionControlInfoHostStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ClusterFailoverHostAdmissionControlInfoHostStatus",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ClusterFailoverHostAdmissionControlInfoHostStatus {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterFailoverHostAdmissionControlInfoHostStatus {
@@ -1596,12 +1737,16 @@ impl x::SchemaType for ClusterFailoverHostAdmissionControlPolicy {
 impl x::Structure for ClusterFailoverHostAdmissionControlPolicy {}
 impl std::fmt::Debug for ClusterFailoverHostAdmissionControlPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ClusterFailoverHostAdmissionControlPolicy",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ClusterFailoverHostAdmissionControlPolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterFailoverHostAdmissionControlPolicy {
@@ -1666,12 +1811,16 @@ impl x::SchemaType for ClusterFailoverLevelAdmissionControlInfo {
 impl x::Structure for ClusterFailoverLevelAdmissionControlInfo {}
 impl std::fmt::Debug for ClusterFailoverLevelAdmissionControlInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ClusterFailoverLevelAdmissionControlInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ClusterFailoverLevelAdmissionControlInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterFailoverLevelAdmissionControlInfo {
@@ -1709,12 +1858,16 @@ impl x::SchemaType for ClusterFailoverLevelAdmissionControlPolicy {
 impl x::Structure for ClusterFailoverLevelAdmissionControlPolicy {}
 impl std::fmt::Debug for ClusterFailoverLevelAdmissionControlPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ClusterFailoverLevelAdmissionControlPolicy",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ClusterFailoverLevelAdmissionControlPolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ClusterFailoverLevelAdmissionControlPolicy {
@@ -1772,12 +1925,16 @@ impl x::SchemaType for ClusterFailoverResourcesAdmissionControlInfo {
 impl x::Structure for ClusterFailoverResourcesAdmissionControlInfo {}
 impl std::fmt::Debug for ClusterFailoverResourcesAdmissionControlInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ClusterFailoverResourcesAdmissionControlInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ClusterFailoverResourcesAdmissionControlInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterFailoverResourcesAdmissionControlInfo {
@@ -1842,12 +1999,16 @@ impl x::SchemaType for ClusterFailoverResourcesAdmissionControlPolicy {
 impl x::Structure for ClusterFailoverResourcesAdmissionControlPolicy {}
 impl std::fmt::Debug for ClusterFailoverResourcesAdmissionControlPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ClusterFailoverResourcesAdmissionControlPolicy",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ClusterFailoverResourcesAdmissionControlPolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ClusterFailoverResourcesAdmissionControlPolicy {
@@ -1928,12 +2089,12 @@ impl x::SchemaType for ClusterFixedSizeSlotPolicy {
 impl x::Structure for ClusterFixedSizeSlotPolicy {}
 impl std::fmt::Debug for ClusterFixedSizeSlotPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterFixedSizeSlotPolicy", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterFixedSizeSlotPolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterFixedSizeSlotPolicy {
@@ -1979,12 +2140,12 @@ impl x::SchemaType for ClusterFtVmHostRuleInfo {
 impl x::Structure for ClusterFtVmHostRuleInfo {}
 impl std::fmt::Debug for ClusterFtVmHostRuleInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterFtVmHostRuleInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterFtVmHostRuleInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterFtVmHostRuleInfo {
@@ -2048,12 +2209,12 @@ impl x::SchemaType for ClusterGroupInfo {
 impl x::Structure for ClusterGroupInfo {}
 impl std::fmt::Debug for ClusterGroupInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterGroupInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterGroupInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterGroupInfo {
@@ -2093,12 +2254,12 @@ impl x::SchemaType for ClusterGroupSpec {
 impl x::Structure for ClusterGroupSpec {}
 impl std::fmt::Debug for ClusterGroupSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterGroupSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterGroupSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ClusterGroupSpec {
@@ -2152,12 +2313,12 @@ impl x::SchemaType for ClusterHostGroup {
 impl x::Structure for ClusterHostGroup {}
 impl std::fmt::Debug for ClusterHostGroup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterHostGroup", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterHostGroup {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterHostGroup {
@@ -2215,12 +2376,12 @@ impl x::SchemaType for ClusterHostInfraUpdateHaModeAction {
 impl x::Structure for ClusterHostInfraUpdateHaModeAction {}
 impl std::fmt::Debug for ClusterHostInfraUpdateHaModeAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterHostInfraUpdateHaModeAction", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterHostInfraUpdateHaModeAction {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ClusterHostInfraUpdateHaModeAction {
@@ -2276,12 +2437,12 @@ impl x::SchemaType for ClusterHostPowerAction {
 impl x::Structure for ClusterHostPowerAction {}
 impl std::fmt::Debug for ClusterHostPowerAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterHostPowerAction", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterHostPowerAction {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ClusterHostPowerAction {
@@ -2335,12 +2496,12 @@ impl x::SchemaType for ClusterHostRecommendation {
 impl x::Structure for ClusterHostRecommendation {}
 impl std::fmt::Debug for ClusterHostRecommendation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterHostRecommendation", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterHostRecommendation {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterHostRecommendation {
@@ -2386,12 +2547,12 @@ impl x::SchemaType for ClusterInfraUpdateHaConfigInfo {
 impl x::Structure for ClusterInfraUpdateHaConfigInfo {}
 impl std::fmt::Debug for ClusterInfraUpdateHaConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterInfraUpdateHaConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterInfraUpdateHaConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterInfraUpdateHaConfigInfo {
@@ -2448,12 +2609,12 @@ impl x::SchemaType for ClusterInitialPlacementAction {
 impl x::Structure for ClusterInitialPlacementAction {}
 impl std::fmt::Debug for ClusterInitialPlacementAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterInitialPlacementAction", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterInitialPlacementAction {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ClusterInitialPlacementAction {
@@ -2507,12 +2668,12 @@ impl x::SchemaType for ClusterIoFilterInfo {
 impl x::Structure for ClusterIoFilterInfo {}
 impl std::fmt::Debug for ClusterIoFilterInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterIoFilterInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterIoFilterInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ClusterIoFilterInfo {
@@ -2568,12 +2729,12 @@ impl x::SchemaType for ClusterMigrationAction {
 impl x::Structure for ClusterMigrationAction {}
 impl std::fmt::Debug for ClusterMigrationAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterMigrationAction", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterMigrationAction {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ClusterMigrationAction {
@@ -2621,12 +2782,12 @@ impl x::SchemaType for ClusterNetworkConfigSpec {
 impl x::Structure for ClusterNetworkConfigSpec {}
 impl std::fmt::Debug for ClusterNetworkConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterNetworkConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterNetworkConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterNetworkConfigSpec {
@@ -2662,12 +2823,12 @@ impl x::SchemaType for ClusterNotAttemptedVmInfo {
 impl x::Structure for ClusterNotAttemptedVmInfo {}
 impl std::fmt::Debug for ClusterNotAttemptedVmInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterNotAttemptedVmInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterNotAttemptedVmInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterNotAttemptedVmInfo {
@@ -2705,12 +2866,12 @@ impl x::SchemaType for ClusterOrchestrationInfo {
 impl x::Structure for ClusterOrchestrationInfo {}
 impl std::fmt::Debug for ClusterOrchestrationInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterOrchestrationInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterOrchestrationInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterOrchestrationInfo {
@@ -2748,13 +2909,13 @@ impl x::Structure for ClusterOvercommittedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ClusterOvercommittedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterOvercommittedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ClusterOvercommittedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2802,12 +2963,12 @@ impl x::SchemaType for ClusterPowerOnVmResult {
 impl x::Structure for ClusterPowerOnVmResult {}
 impl std::fmt::Debug for ClusterPowerOnVmResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterPowerOnVmResult", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterPowerOnVmResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterPowerOnVmResult {
@@ -2864,12 +3025,12 @@ impl x::SchemaType for ClusterPreemptibleVmPairInfo {
 impl x::Structure for ClusterPreemptibleVmPairInfo {}
 impl std::fmt::Debug for ClusterPreemptibleVmPairInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterPreemptibleVmPairInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterPreemptibleVmPairInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterPreemptibleVmPairInfo {
@@ -2914,12 +3075,12 @@ impl x::SchemaType for ClusterPreemptibleVmPairSpec {
 impl x::Structure for ClusterPreemptibleVmPairSpec {}
 impl std::fmt::Debug for ClusterPreemptibleVmPairSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterPreemptibleVmPairSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterPreemptibleVmPairSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ClusterPreemptibleVmPairSpec {
@@ -2966,12 +3127,12 @@ impl x::SchemaType for ClusterProactiveDrsConfigInfo {
 impl x::Structure for ClusterProactiveDrsConfigInfo {}
 impl std::fmt::Debug for ClusterProactiveDrsConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterProactiveDrsConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterProactiveDrsConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterProactiveDrsConfigInfo {
@@ -3007,12 +3168,12 @@ impl x::SchemaType for ClusterProfileCompleteConfigSpec {
 impl x::Structure for ClusterProfileCompleteConfigSpec {}
 impl std::fmt::Debug for ClusterProfileCompleteConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterProfileCompleteConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterProfileCompleteConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ClusterProfileCompleteConfigSpec {
@@ -3068,12 +3229,12 @@ impl x::SchemaType for ClusterProfileConfigInfo {
 impl x::Structure for ClusterProfileConfigInfo {}
 impl std::fmt::Debug for ClusterProfileConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterProfileConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterProfileConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ClusterProfileConfigInfo {
@@ -3105,172 +3266,5 @@ impl x::Fields for ClusterProfileConfigInfo {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.profile_config_info, w);
         w.write_opt("complyProfile", &self.comply_profile);
-    }
-}
-/// `ClusterProfileConfigServiceCreateSpec` (extends `ClusterProfileConfigSpec`).
-///
-/// The fields of `ClusterProfileConfigSpec` are in `cluster_profile_config_spec`, also reachable through `Deref`.
-#[derive(Default)]
-pub struct ClusterProfileConfigServiceCreateSpec {
-    /// The fields `ClusterProfileConfigServiceCreateSpec` inherits from `ClusterProfileConfigSpec`.
-    pub cluster_profile_config_spec: ClusterProfileConfigSpec,
-    /// `serviceType`.
-    pub service_type: Vec<String>,
-}
-impl x::SchemaType for ClusterProfileConfigServiceCreateSpec {
-    const TYPE_NAME: &'static str = "ClusterProfileConfigServiceCreateSpec";
-}
-impl x::Structure for ClusterProfileConfigServiceCreateSpec {}
-impl std::fmt::Debug for ClusterProfileConfigServiceCreateSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ClusterProfileConfigServiceCreateSpec {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for ClusterProfileConfigServiceCreateSpec {
-    fn clone(&self) -> Self {
-        Self {
-            cluster_profile_config_spec: self.cluster_profile_config_spec.clone(),
-            service_type: x::clone_vec(&self.service_type),
-        }
-    }
-}
-impl std::ops::Deref for ClusterProfileConfigServiceCreateSpec {
-    type Target = ClusterProfileConfigSpec;
-    #[inline]
-    fn deref(&self) -> &ClusterProfileConfigSpec {
-        &self.cluster_profile_config_spec
-    }
-}
-impl std::ops::DerefMut for ClusterProfileConfigServiceCreateSpec {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ClusterProfileConfigSpec {
-        &mut self.cluster_profile_config_spec
-    }
-}
-impl x::Fields for ClusterProfileConfigServiceCreateSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "serviceType" => r.read_push(&mut self.service_type),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.cluster_profile_config_spec,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.cluster_profile_config_spec, w);
-        w.write_vec("serviceType", &self.service_type);
-    }
-}
-/// `ClusterProfileConfigSpec` (extends `ClusterProfileCreateSpec`).
-///
-/// Fields of this type hold [`AnyClusterProfileConfigSpec`], which also carries its subtypes.
-///
-/// The fields of `ClusterProfileCreateSpec` are in `cluster_profile_create_spec`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct ClusterProfileConfigSpec {
-    /// The fields `ClusterProfileConfigSpec` inherits from `ClusterProfileCreateSpec`.
-    pub cluster_profile_create_spec: ClusterProfileCreateSpec,
-}
-impl x::SchemaType for ClusterProfileConfigSpec {
-    const TYPE_NAME: &'static str = "ClusterProfileConfigSpec";
-}
-impl x::Structure for ClusterProfileConfigSpec {}
-impl std::fmt::Debug for ClusterProfileConfigSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ClusterProfileConfigSpec {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for ClusterProfileConfigSpec {
-    type Target = ClusterProfileCreateSpec;
-    #[inline]
-    fn deref(&self) -> &ClusterProfileCreateSpec {
-        &self.cluster_profile_create_spec
-    }
-}
-impl std::ops::DerefMut for ClusterProfileConfigSpec {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ClusterProfileCreateSpec {
-        &mut self.cluster_profile_create_spec
-    }
-}
-impl x::Fields for ClusterProfileConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.cluster_profile_create_spec, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.cluster_profile_create_spec, w);
-    }
-}
-/// `ClusterProfileCreateSpec` (extends `ProfileCreateSpec`).
-///
-/// The fields of `ProfileCreateSpec` are in `profile_create_spec`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct ClusterProfileCreateSpec {
-    /// The fields `ClusterProfileCreateSpec` inherits from `ProfileCreateSpec`.
-    pub profile_create_spec: ProfileCreateSpec,
-}
-impl x::SchemaType for ClusterProfileCreateSpec {
-    const TYPE_NAME: &'static str = "ClusterProfileCreateSpec";
-}
-impl x::Structure for ClusterProfileCreateSpec {}
-impl std::fmt::Debug for ClusterProfileCreateSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ClusterProfileCreateSpec {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for ClusterProfileCreateSpec {
-    type Target = ProfileCreateSpec;
-    #[inline]
-    fn deref(&self) -> &ProfileCreateSpec {
-        &self.profile_create_spec
-    }
-}
-impl std::ops::DerefMut for ClusterProfileCreateSpec {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ProfileCreateSpec {
-        &mut self.profile_create_spec
-    }
-}
-impl x::Fields for ClusterProfileCreateSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.profile_create_spec, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.profile_create_spec, w);
     }
 }

@@ -5,6 +5,173 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `ClusterProfileConfigServiceCreateSpec` (extends `ClusterProfileConfigSpec`).
+///
+/// The fields of `ClusterProfileConfigSpec` are in `cluster_profile_config_spec`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct ClusterProfileConfigServiceCreateSpec {
+    /// The fields `ClusterProfileConfigServiceCreateSpec` inherits from `ClusterProfileConfigSpec`.
+    pub cluster_profile_config_spec: ClusterProfileConfigSpec,
+    /// `serviceType`.
+    pub service_type: Vec<String>,
+}
+impl x::SchemaType for ClusterProfileConfigServiceCreateSpec {
+    const TYPE_NAME: &'static str = "ClusterProfileConfigServiceCreateSpec";
+}
+impl x::Structure for ClusterProfileConfigServiceCreateSpec {}
+impl std::fmt::Debug for ClusterProfileConfigServiceCreateSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterProfileConfigServiceCreateSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterProfileConfigServiceCreateSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for ClusterProfileConfigServiceCreateSpec {
+    fn clone(&self) -> Self {
+        Self {
+            cluster_profile_config_spec: self.cluster_profile_config_spec.clone(),
+            service_type: x::clone_vec(&self.service_type),
+        }
+    }
+}
+impl std::ops::Deref for ClusterProfileConfigServiceCreateSpec {
+    type Target = ClusterProfileConfigSpec;
+    #[inline]
+    fn deref(&self) -> &ClusterProfileConfigSpec {
+        &self.cluster_profile_config_spec
+    }
+}
+impl std::ops::DerefMut for ClusterProfileConfigServiceCreateSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterProfileConfigSpec {
+        &mut self.cluster_profile_config_spec
+    }
+}
+impl x::Fields for ClusterProfileConfigServiceCreateSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "serviceType" => r.read_push(&mut self.service_type),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.cluster_profile_config_spec,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.cluster_profile_config_spec, w);
+        w.write_vec("serviceType", &self.service_type);
+    }
+}
+/// `ClusterProfileConfigSpec` (extends `ClusterProfileCreateSpec`).
+///
+/// Fields of this type hold [`AnyClusterProfileConfigSpec`], which also carries its subtypes.
+///
+/// The fields of `ClusterProfileCreateSpec` are in `cluster_profile_create_spec`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct ClusterProfileConfigSpec {
+    /// The fields `ClusterProfileConfigSpec` inherits from `ClusterProfileCreateSpec`.
+    pub cluster_profile_create_spec: ClusterProfileCreateSpec,
+}
+impl x::SchemaType for ClusterProfileConfigSpec {
+    const TYPE_NAME: &'static str = "ClusterProfileConfigSpec";
+}
+impl x::Structure for ClusterProfileConfigSpec {}
+impl std::fmt::Debug for ClusterProfileConfigSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterProfileConfigSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterProfileConfigSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for ClusterProfileConfigSpec {
+    type Target = ClusterProfileCreateSpec;
+    #[inline]
+    fn deref(&self) -> &ClusterProfileCreateSpec {
+        &self.cluster_profile_create_spec
+    }
+}
+impl std::ops::DerefMut for ClusterProfileConfigSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterProfileCreateSpec {
+        &mut self.cluster_profile_create_spec
+    }
+}
+impl x::Fields for ClusterProfileConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.cluster_profile_create_spec, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.cluster_profile_create_spec, w);
+    }
+}
+/// `ClusterProfileCreateSpec` (extends `ProfileCreateSpec`).
+///
+/// The fields of `ProfileCreateSpec` are in `profile_create_spec`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct ClusterProfileCreateSpec {
+    /// The fields `ClusterProfileCreateSpec` inherits from `ProfileCreateSpec`.
+    pub profile_create_spec: ProfileCreateSpec,
+}
+impl x::SchemaType for ClusterProfileCreateSpec {
+    const TYPE_NAME: &'static str = "ClusterProfileCreateSpec";
+}
+impl x::Structure for ClusterProfileCreateSpec {}
+impl std::fmt::Debug for ClusterProfileCreateSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ClusterProfileCreateSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for ClusterProfileCreateSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for ClusterProfileCreateSpec {
+    type Target = ProfileCreateSpec;
+    #[inline]
+    fn deref(&self) -> &ProfileCreateSpec {
+        &self.profile_create_spec
+    }
+}
+impl std::ops::DerefMut for ClusterProfileCreateSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ProfileCreateSpec {
+        &mut self.profile_create_spec
+    }
+}
+impl x::Fields for ClusterProfileCreateSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.profile_create_spec, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.profile_create_spec, w);
+    }
+}
 /// `ClusterRecommendation` (extends `DynamicData`).
 #[derive(Default)]
 pub struct ClusterRecommendation {
@@ -37,12 +204,12 @@ impl x::SchemaType for ClusterRecommendation {
 impl x::Structure for ClusterRecommendation {}
 impl std::fmt::Debug for ClusterRecommendation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterRecommendation", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterRecommendation {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterRecommendation {
@@ -123,13 +290,13 @@ impl x::Structure for ClusterReconfiguredEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ClusterReconfiguredEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterReconfiguredEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ClusterReconfiguredEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -192,12 +359,12 @@ impl x::SchemaType for ClusterResourceUsageSummary {
 impl x::Structure for ClusterResourceUsageSummary {}
 impl std::fmt::Debug for ClusterResourceUsageSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterResourceUsageSummary", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterResourceUsageSummary {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterResourceUsageSummary {
@@ -259,12 +426,12 @@ impl x::SchemaType for ClusterRuleInfo {
 impl x::Structure for ClusterRuleInfo {}
 impl std::fmt::Debug for ClusterRuleInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterRuleInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterRuleInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterRuleInfo {
@@ -314,12 +481,12 @@ impl x::SchemaType for ClusterRuleSpec {
 impl x::Structure for ClusterRuleSpec {}
 impl std::fmt::Debug for ClusterRuleSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterRuleSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterRuleSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ClusterRuleSpec {
@@ -368,12 +535,12 @@ impl x::SchemaType for ClusterSlotPolicy {
 impl x::Structure for ClusterSlotPolicy {}
 impl std::fmt::Debug for ClusterSlotPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterSlotPolicy", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterSlotPolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterSlotPolicy {
@@ -408,13 +575,13 @@ impl x::Structure for ClusterStatusChangedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ClusterStatusChangedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterStatusChangedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ClusterStatusChangedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -473,12 +640,12 @@ impl x::SchemaType for ClusterSystemVMsConfigInfo {
 impl x::Structure for ClusterSystemVMsConfigInfo {}
 impl std::fmt::Debug for ClusterSystemVMsConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterSystemVMsConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterSystemVMsConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterSystemVMsConfigInfo {
@@ -546,12 +713,12 @@ impl x::SchemaType for ClusterSystemVMsConfigSpec {
 impl x::Structure for ClusterSystemVMsConfigSpec {}
 impl std::fmt::Debug for ClusterSystemVMsConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterSystemVMsConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterSystemVMsConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterSystemVMsConfigSpec {
@@ -615,12 +782,12 @@ impl x::SchemaType for ClusterTagCategoryUpdateSpec {
 impl x::Structure for ClusterTagCategoryUpdateSpec {}
 impl std::fmt::Debug for ClusterTagCategoryUpdateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterTagCategoryUpdateSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterTagCategoryUpdateSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ClusterTagCategoryUpdateSpec {
@@ -706,12 +873,12 @@ impl x::SchemaType for ClusterUsageSummary {
 impl x::Structure for ClusterUsageSummary {}
 impl std::fmt::Debug for ClusterUsageSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterUsageSummary", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterUsageSummary {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterUsageSummary {
@@ -812,12 +979,12 @@ impl x::SchemaType for ClusterVmComponentProtectionSettings {
 impl x::Structure for ClusterVmComponentProtectionSettings {}
 impl std::fmt::Debug for ClusterVmComponentProtectionSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterVmComponentProtectionSettings", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterVmComponentProtectionSettings {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterVmComponentProtectionSettings {
@@ -869,12 +1036,12 @@ impl x::SchemaType for ClusterVmGroup {
 impl x::Structure for ClusterVmGroup {}
 impl std::fmt::Debug for ClusterVmGroup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterVmGroup", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterVmGroup {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterVmGroup {
@@ -936,12 +1103,12 @@ impl x::SchemaType for ClusterVmHostRuleInfo {
 impl x::Structure for ClusterVmHostRuleInfo {}
 impl std::fmt::Debug for ClusterVmHostRuleInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterVmHostRuleInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterVmHostRuleInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ClusterVmHostRuleInfo {
@@ -995,12 +1162,12 @@ impl x::SchemaType for ClusterVmOrchestrationInfo {
 impl x::Structure for ClusterVmOrchestrationInfo {}
 impl std::fmt::Debug for ClusterVmOrchestrationInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterVmOrchestrationInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterVmOrchestrationInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterVmOrchestrationInfo {
@@ -1042,12 +1209,12 @@ impl x::SchemaType for ClusterVmOrchestrationSpec {
 impl x::Structure for ClusterVmOrchestrationSpec {}
 impl std::fmt::Debug for ClusterVmOrchestrationSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterVmOrchestrationSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterVmOrchestrationSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ClusterVmOrchestrationSpec {
@@ -1099,12 +1266,12 @@ impl x::SchemaType for ClusterVmReadiness {
 impl x::Structure for ClusterVmReadiness {}
 impl std::fmt::Debug for ClusterVmReadiness {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterVmReadiness", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterVmReadiness {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterVmReadiness {
@@ -1150,12 +1317,12 @@ impl x::SchemaType for ClusterVmToolsMonitoringSettings {
 impl x::Structure for ClusterVmToolsMonitoringSettings {}
 impl std::fmt::Debug for ClusterVmToolsMonitoringSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterVmToolsMonitoringSettings", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterVmToolsMonitoringSettings {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClusterVmToolsMonitoringSettings {

@@ -23,13 +23,13 @@ impl x::Structure for CollectorAddressUnset {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CollectorAddressUnset {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CollectorAddressUnset", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CollectorAddressUnset {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -79,12 +79,12 @@ impl x::SchemaType for ComplianceFailure {
 impl x::Structure for ComplianceFailure {}
 impl std::fmt::Debug for ComplianceFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ComplianceFailure", x::fields_ref(self))
     }
 }
 impl PartialEq for ComplianceFailure {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ComplianceFailure {
@@ -142,12 +142,16 @@ impl x::SchemaType for ComplianceFailureComplianceFailureValues {
 impl x::Structure for ComplianceFailureComplianceFailureValues {}
 impl std::fmt::Debug for ComplianceFailureComplianceFailureValues {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ComplianceFailureComplianceFailureValues",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ComplianceFailureComplianceFailureValues {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ComplianceFailureComplianceFailureValues {
@@ -191,12 +195,12 @@ impl x::SchemaType for ComplianceLocator {
 impl x::Structure for ComplianceLocator {}
 impl std::fmt::Debug for ComplianceLocator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ComplianceLocator", x::fields_ref(self))
     }
 }
 impl PartialEq for ComplianceLocator {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ComplianceLocator {
@@ -236,12 +240,12 @@ impl x::SchemaType for ComplianceProfile {
 impl x::Structure for ComplianceProfile {}
 impl std::fmt::Debug for ComplianceProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ComplianceProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for ComplianceProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ComplianceProfile {
@@ -291,12 +295,12 @@ impl x::SchemaType for ComplianceResult {
 impl x::Structure for ComplianceResult {}
 impl std::fmt::Debug for ComplianceResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ComplianceResult", x::fields_ref(self))
     }
 }
 impl PartialEq for ComplianceResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ComplianceResult {
@@ -355,12 +359,12 @@ impl x::SchemaType for CompositePolicyOption {
 impl x::Structure for CompositePolicyOption {}
 impl std::fmt::Debug for CompositePolicyOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CompositePolicyOption", x::fields_ref(self))
     }
 }
 impl PartialEq for CompositePolicyOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CompositePolicyOption {
@@ -422,12 +426,12 @@ impl x::SchemaType for ComputeResourceConfigInfo {
 impl x::Structure for ComputeResourceConfigInfo {}
 impl std::fmt::Debug for ComputeResourceConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ComputeResourceConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ComputeResourceConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ComputeResourceConfigInfo {
@@ -495,12 +499,12 @@ impl x::SchemaType for ComputeResourceConfigSpec {
 impl x::Structure for ComputeResourceConfigSpec {}
 impl std::fmt::Debug for ComputeResourceConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ComputeResourceConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for ComputeResourceConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ComputeResourceConfigSpec {
@@ -588,12 +592,12 @@ impl x::SchemaType for ComputeResourceEventArgument {
 impl x::Structure for ComputeResourceEventArgument {}
 impl std::fmt::Debug for ComputeResourceEventArgument {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ComputeResourceEventArgument", x::fields_ref(self))
     }
 }
 impl PartialEq for ComputeResourceEventArgument {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ComputeResourceEventArgument {
@@ -645,13 +649,13 @@ impl x::Structure for ComputeResourceHostSPBMLicenseInfo {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ComputeResourceHostSPBMLicenseInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ComputeResourceHostSPBMLicenseInfo", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ComputeResourceHostSPBMLicenseInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -695,12 +699,12 @@ impl x::SchemaType for ComputeResourceHostSeedSpec {
 impl x::Structure for ComputeResourceHostSeedSpec {}
 impl std::fmt::Debug for ComputeResourceHostSeedSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ComputeResourceHostSeedSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for ComputeResourceHostSeedSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ComputeResourceHostSeedSpec {
@@ -741,12 +745,16 @@ impl x::SchemaType for ComputeResourceHostSeedSpecSingleHostSpec {
 impl x::Structure for ComputeResourceHostSeedSpecSingleHostSpec {}
 impl std::fmt::Debug for ComputeResourceHostSeedSpecSingleHostSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ComputeResourceHostSeedSpecSingleHostSpec",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ComputeResourceHostSeedSpecSingleHostSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ComputeResourceHostSeedSpecSingleHostSpec {
@@ -799,12 +807,12 @@ impl x::SchemaType for ComputeResourceSummary {
 impl x::Structure for ComputeResourceSummary {}
 impl std::fmt::Debug for ComputeResourceSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ComputeResourceSummary", x::fields_ref(self))
     }
 }
 impl PartialEq for ComputeResourceSummary {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ComputeResourceSummary {
@@ -854,12 +862,12 @@ impl x::SchemaType for ConcurrentAccess {
 impl x::Structure for ConcurrentAccess {}
 impl std::fmt::Debug for ConcurrentAccess {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ConcurrentAccess", x::fields_ref(self))
     }
 }
 impl PartialEq for ConcurrentAccess {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ConcurrentAccess {
@@ -996,12 +1004,12 @@ impl x::SchemaType for ConfigTarget {
 impl x::Structure for ConfigTarget {}
 impl std::fmt::Debug for ConfigTarget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ConfigTarget", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigTarget {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ConfigTarget {

@@ -25,13 +25,13 @@ impl x::Structure for ConflictingConfiguration {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ConflictingConfiguration {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ConflictingConfiguration", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ConflictingConfiguration {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -95,13 +95,13 @@ impl x::Structure for ConflictingConfigurationConfig {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ConflictingConfigurationConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ConflictingConfigurationConfig", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ConflictingConfigurationConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -151,13 +151,13 @@ impl x::Structure for ConflictingDatastoreFound {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ConflictingDatastoreFound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ConflictingDatastoreFound", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ConflictingDatastoreFound {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -218,13 +218,13 @@ impl x::Structure for ConnectedIso {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ConnectedIso {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ConnectedIso", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ConnectedIso {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -281,13 +281,13 @@ impl x::Structure for CpuCompatibilityUnknown {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CpuCompatibilityUnknown {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CpuCompatibilityUnknown", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CpuCompatibilityUnknown {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -337,13 +337,13 @@ impl x::Structure for CpuHotPlugNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CpuHotPlugNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CpuHotPlugNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CpuHotPlugNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -403,13 +403,13 @@ impl x::Structure for CpuIncompatible {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CpuIncompatible {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CpuIncompatible", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CpuIncompatible {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -494,13 +494,13 @@ impl x::Structure for CpuIncompatible1ECX {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CpuIncompatible1ECX {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CpuIncompatible1ECX", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CpuIncompatible1ECX {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -581,13 +581,13 @@ impl x::Structure for CpuIncompatible81EDX {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CpuIncompatible81EDX {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CpuIncompatible81EDX", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CpuIncompatible81EDX {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -648,12 +648,12 @@ impl x::SchemaType for CreateTaskAction {
 impl x::Structure for CreateTaskAction {}
 impl std::fmt::Debug for CreateTaskAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateTaskAction", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateTaskAction {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateTaskAction {
@@ -689,12 +689,12 @@ impl x::SchemaType for CryptoKeyId {
 impl x::Structure for CryptoKeyId {}
 impl std::fmt::Debug for CryptoKeyId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CryptoKeyId", x::fields_ref(self))
     }
 }
 impl PartialEq for CryptoKeyId {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CryptoKeyId {
@@ -736,12 +736,12 @@ impl x::SchemaType for CryptoKeyPlain {
 impl x::Structure for CryptoKeyPlain {}
 impl std::fmt::Debug for CryptoKeyPlain {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CryptoKeyPlain", x::fields_ref(self))
     }
 }
 impl PartialEq for CryptoKeyPlain {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CryptoKeyPlain {
@@ -787,12 +787,12 @@ impl x::SchemaType for CryptoKeyResult {
 impl x::Structure for CryptoKeyResult {}
 impl std::fmt::Debug for CryptoKeyResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CryptoKeyResult", x::fields_ref(self))
     }
 }
 impl PartialEq for CryptoKeyResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CryptoKeyResult {
@@ -850,12 +850,12 @@ impl x::SchemaType for CryptoManagerHostKeyStatus {
 impl x::Structure for CryptoManagerHostKeyStatus {}
 impl std::fmt::Debug for CryptoManagerHostKeyStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CryptoManagerHostKeyStatus", x::fields_ref(self))
     }
 }
 impl PartialEq for CryptoManagerHostKeyStatus {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CryptoManagerHostKeyStatus {
@@ -934,12 +934,12 @@ impl x::SchemaType for CryptoManagerKmipCertSignRequest {
 impl x::Structure for CryptoManagerKmipCertSignRequest {}
 impl std::fmt::Debug for CryptoManagerKmipCertSignRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CryptoManagerKmipCertSignRequest", x::fields_ref(self))
     }
 }
 impl PartialEq for CryptoManagerKmipCertSignRequest {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CryptoManagerKmipCertSignRequest {
@@ -1000,12 +1000,12 @@ impl x::SchemaType for CryptoManagerKmipCertificateInfo {
 impl x::Structure for CryptoManagerKmipCertificateInfo {}
 impl std::fmt::Debug for CryptoManagerKmipCertificateInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CryptoManagerKmipCertificateInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for CryptoManagerKmipCertificateInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CryptoManagerKmipCertificateInfo {
@@ -1061,12 +1061,12 @@ impl x::SchemaType for CryptoManagerKmipClusterStatus {
 impl x::Structure for CryptoManagerKmipClusterStatus {}
 impl std::fmt::Debug for CryptoManagerKmipClusterStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CryptoManagerKmipClusterStatus", x::fields_ref(self))
     }
 }
 impl PartialEq for CryptoManagerKmipClusterStatus {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CryptoManagerKmipClusterStatus {
@@ -1135,12 +1135,12 @@ impl x::SchemaType for CryptoManagerKmipCryptoKeyStatus {
 impl x::Structure for CryptoManagerKmipCryptoKeyStatus {}
 impl std::fmt::Debug for CryptoManagerKmipCryptoKeyStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CryptoManagerKmipCryptoKeyStatus", x::fields_ref(self))
     }
 }
 impl PartialEq for CryptoManagerKmipCryptoKeyStatus {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CryptoManagerKmipCryptoKeyStatus {
@@ -1215,12 +1215,16 @@ impl x::SchemaType for CryptoManagerKmipCryptoKeyStatusKeyInfo {
 impl x::Structure for CryptoManagerKmipCryptoKeyStatusKeyInfo {}
 impl std::fmt::Debug for CryptoManagerKmipCryptoKeyStatusKeyInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "CryptoManagerKmipCryptoKeyStatusKeyInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for CryptoManagerKmipCryptoKeyStatusKeyInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CryptoManagerKmipCryptoKeyStatusKeyInfo {
@@ -1261,12 +1265,16 @@ impl x::SchemaType for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
 impl x::Structure for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {}
 impl std::fmt::Debug for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo {
@@ -1339,12 +1347,16 @@ impl x::Structure for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKe
 impl std::fmt::Debug
 for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref
@@ -1412,12 +1424,12 @@ impl x::SchemaType for CryptoManagerKmipCustomAttributeSpec {
 impl x::Structure for CryptoManagerKmipCustomAttributeSpec {}
 impl std::fmt::Debug for CryptoManagerKmipCustomAttributeSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CryptoManagerKmipCustomAttributeSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for CryptoManagerKmipCustomAttributeSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CryptoManagerKmipCustomAttributeSpec {
@@ -1461,12 +1473,12 @@ impl x::SchemaType for CryptoManagerKmipGenerateKeySpec {
 impl x::Structure for CryptoManagerKmipGenerateKeySpec {}
 impl std::fmt::Debug for CryptoManagerKmipGenerateKeySpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CryptoManagerKmipGenerateKeySpec", x::fields_ref(self))
     }
 }
 impl PartialEq for CryptoManagerKmipGenerateKeySpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CryptoManagerKmipGenerateKeySpec {
@@ -1503,12 +1515,12 @@ impl x::SchemaType for CryptoManagerKmipServerCertInfo {
 impl x::Structure for CryptoManagerKmipServerCertInfo {}
 impl std::fmt::Debug for CryptoManagerKmipServerCertInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CryptoManagerKmipServerCertInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for CryptoManagerKmipServerCertInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CryptoManagerKmipServerCertInfo {
@@ -1554,12 +1566,12 @@ impl x::SchemaType for CryptoManagerKmipServerStatus {
 impl x::Structure for CryptoManagerKmipServerStatus {}
 impl std::fmt::Debug for CryptoManagerKmipServerStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CryptoManagerKmipServerStatus", x::fields_ref(self))
     }
 }
 impl PartialEq for CryptoManagerKmipServerStatus {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CryptoManagerKmipServerStatus {
@@ -1604,12 +1616,12 @@ impl x::SchemaType for CryptoSpec {
 impl x::Structure for CryptoSpec {}
 impl std::fmt::Debug for CryptoSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CryptoSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for CryptoSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CryptoSpec {
@@ -1631,12 +1643,12 @@ impl x::SchemaType for CryptoSpecDecrypt {
 impl x::Structure for CryptoSpecDecrypt {}
 impl std::fmt::Debug for CryptoSpecDecrypt {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CryptoSpecDecrypt", x::fields_ref(self))
     }
 }
 impl PartialEq for CryptoSpecDecrypt {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CryptoSpecDecrypt {
@@ -1661,12 +1673,12 @@ impl x::SchemaType for CryptoSpecDeepRecrypt {
 impl x::Structure for CryptoSpecDeepRecrypt {}
 impl std::fmt::Debug for CryptoSpecDeepRecrypt {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CryptoSpecDeepRecrypt", x::fields_ref(self))
     }
 }
 impl PartialEq for CryptoSpecDeepRecrypt {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CryptoSpecDeepRecrypt {
@@ -1698,12 +1710,12 @@ impl x::SchemaType for CryptoSpecEncrypt {
 impl x::Structure for CryptoSpecEncrypt {}
 impl std::fmt::Debug for CryptoSpecEncrypt {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CryptoSpecEncrypt", x::fields_ref(self))
     }
 }
 impl PartialEq for CryptoSpecEncrypt {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CryptoSpecEncrypt {
@@ -1732,12 +1744,12 @@ impl x::SchemaType for CryptoSpecNoOp {
 impl x::Structure for CryptoSpecNoOp {}
 impl std::fmt::Debug for CryptoSpecNoOp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CryptoSpecNoOp", x::fields_ref(self))
     }
 }
 impl PartialEq for CryptoSpecNoOp {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CryptoSpecNoOp {
@@ -1762,12 +1774,12 @@ impl x::SchemaType for CryptoSpecRegister {
 impl x::Structure for CryptoSpecRegister {}
 impl std::fmt::Debug for CryptoSpecRegister {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CryptoSpecRegister", x::fields_ref(self))
     }
 }
 impl PartialEq for CryptoSpecRegister {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CryptoSpecRegister {
@@ -1799,12 +1811,12 @@ impl x::SchemaType for CryptoSpecShallowRecrypt {
 impl x::Structure for CryptoSpecShallowRecrypt {}
 impl std::fmt::Debug for CryptoSpecShallowRecrypt {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CryptoSpecShallowRecrypt", x::fields_ref(self))
     }
 }
 impl PartialEq for CryptoSpecShallowRecrypt {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CryptoSpecShallowRecrypt {

@@ -27,12 +27,12 @@ impl x::SchemaType for CustomFieldDef {
 impl x::Structure for CustomFieldDef {}
 impl std::fmt::Debug for CustomFieldDef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomFieldDef", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomFieldDef {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomFieldDef {
@@ -84,13 +84,13 @@ impl x::Structure for CustomFieldDefAddedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for CustomFieldDefAddedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomFieldDefAddedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for CustomFieldDefAddedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -144,13 +144,13 @@ impl x::Structure for CustomFieldDefEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for CustomFieldDefEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomFieldDefEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for CustomFieldDefEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -207,13 +207,13 @@ impl x::Structure for CustomFieldDefRemovedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for CustomFieldDefRemovedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomFieldDefRemovedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for CustomFieldDefRemovedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -265,13 +265,13 @@ impl x::Structure for CustomFieldDefRenamedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for CustomFieldDefRenamedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomFieldDefRenamedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for CustomFieldDefRenamedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -328,13 +328,13 @@ impl x::Structure for CustomFieldEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for CustomFieldEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomFieldEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for CustomFieldEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -382,12 +382,12 @@ impl x::SchemaType for CustomFieldStringValue {
 impl x::Structure for CustomFieldStringValue {}
 impl std::fmt::Debug for CustomFieldStringValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomFieldStringValue", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomFieldStringValue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for CustomFieldStringValue {
@@ -435,12 +435,12 @@ impl x::SchemaType for CustomFieldValue {
 impl x::Structure for CustomFieldValue {}
 impl std::fmt::Debug for CustomFieldValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomFieldValue", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomFieldValue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomFieldValue {
@@ -488,13 +488,13 @@ impl x::Structure for CustomFieldValueChangedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for CustomFieldValueChangedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomFieldValueChangedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for CustomFieldValueChangedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -553,12 +553,12 @@ impl x::SchemaType for CustomizationAdapterMapping {
 impl x::Structure for CustomizationAdapterMapping {}
 impl std::fmt::Debug for CustomizationAdapterMapping {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationAdapterMapping", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationAdapterMapping {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationAdapterMapping {
@@ -593,12 +593,12 @@ impl x::SchemaType for CustomizationAutoIpV6Generator {
 impl x::Structure for CustomizationAutoIpV6Generator {}
 impl std::fmt::Debug for CustomizationAutoIpV6Generator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationAutoIpV6Generator", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationAutoIpV6Generator {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationAutoIpV6Generator {
@@ -625,12 +625,12 @@ impl x::SchemaType for CustomizationCloudinitPrep {
 impl x::Structure for CustomizationCloudinitPrep {}
 impl std::fmt::Debug for CustomizationCloudinitPrep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationCloudinitPrep", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationCloudinitPrep {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationCloudinitPrep {
@@ -664,12 +664,12 @@ impl x::SchemaType for CustomizationCustomIpGenerator {
 impl x::Structure for CustomizationCustomIpGenerator {}
 impl std::fmt::Debug for CustomizationCustomIpGenerator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationCustomIpGenerator", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationCustomIpGenerator {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationCustomIpGenerator {
@@ -701,12 +701,12 @@ impl x::SchemaType for CustomizationCustomIpV6Generator {
 impl x::Structure for CustomizationCustomIpV6Generator {}
 impl std::fmt::Debug for CustomizationCustomIpV6Generator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationCustomIpV6Generator", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationCustomIpV6Generator {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationCustomIpV6Generator {
@@ -738,12 +738,12 @@ impl x::SchemaType for CustomizationCustomName {
 impl x::Structure for CustomizationCustomName {}
 impl std::fmt::Debug for CustomizationCustomName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationCustomName", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationCustomName {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationCustomName {
@@ -772,12 +772,12 @@ impl x::SchemaType for CustomizationDhcpIpGenerator {
 impl x::Structure for CustomizationDhcpIpGenerator {}
 impl std::fmt::Debug for CustomizationDhcpIpGenerator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationDhcpIpGenerator", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationDhcpIpGenerator {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationDhcpIpGenerator {
@@ -799,12 +799,12 @@ impl x::SchemaType for CustomizationDhcpIpV6Generator {
 impl x::Structure for CustomizationDhcpIpV6Generator {}
 impl std::fmt::Debug for CustomizationDhcpIpV6Generator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationDhcpIpV6Generator", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationDhcpIpV6Generator {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationDhcpIpV6Generator {
@@ -828,12 +828,12 @@ impl x::SchemaType for CustomizationDisableIpV4 {
 impl x::Structure for CustomizationDisableIpV4 {}
 impl std::fmt::Debug for CustomizationDisableIpV4 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationDisableIpV4", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationDisableIpV4 {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationDisableIpV4 {
@@ -868,13 +868,13 @@ impl x::Structure for CustomizationEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for CustomizationEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for CustomizationEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -931,13 +931,13 @@ impl x::Structure for CustomizationFailed {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for CustomizationFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationFailed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for CustomizationFailed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -988,12 +988,12 @@ impl x::SchemaType for CustomizationFault {
 impl x::Structure for CustomizationFault {}
 impl std::fmt::Debug for CustomizationFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationFault", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for CustomizationFault {
@@ -1034,12 +1034,12 @@ impl x::SchemaType for CustomizationFixedIp {
 impl x::Structure for CustomizationFixedIp {}
 impl std::fmt::Debug for CustomizationFixedIp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationFixedIp", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationFixedIp {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationFixedIp {
@@ -1073,12 +1073,12 @@ impl x::SchemaType for CustomizationFixedIpV6 {
 impl x::Structure for CustomizationFixedIpV6 {}
 impl std::fmt::Debug for CustomizationFixedIpV6 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationFixedIpV6", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationFixedIpV6 {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationFixedIpV6 {
@@ -1112,12 +1112,12 @@ impl x::SchemaType for CustomizationFixedName {
 impl x::Structure for CustomizationFixedName {}
 impl std::fmt::Debug for CustomizationFixedName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationFixedName", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationFixedName {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationFixedName {
@@ -1151,12 +1151,12 @@ impl x::SchemaType for CustomizationGlobalIPSettings {
 impl x::Structure for CustomizationGlobalIPSettings {}
 impl std::fmt::Debug for CustomizationGlobalIPSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationGlobalIPSettings", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationGlobalIPSettings {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CustomizationGlobalIPSettings {
@@ -1198,12 +1198,12 @@ impl x::SchemaType for CustomizationGuiRunOnce {
 impl x::Structure for CustomizationGuiRunOnce {}
 impl std::fmt::Debug for CustomizationGuiRunOnce {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationGuiRunOnce", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationGuiRunOnce {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CustomizationGuiRunOnce {
@@ -1248,12 +1248,12 @@ impl x::SchemaType for CustomizationGuiUnattended {
 impl x::Structure for CustomizationGuiUnattended {}
 impl std::fmt::Debug for CustomizationGuiUnattended {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationGuiUnattended", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationGuiUnattended {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationGuiUnattended {
@@ -1307,12 +1307,12 @@ impl x::SchemaType for CustomizationIPSettings {
 impl x::Structure for CustomizationIPSettings {}
 impl std::fmt::Debug for CustomizationIPSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationIPSettings", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationIPSettings {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CustomizationIPSettings {
@@ -1377,12 +1377,12 @@ impl x::SchemaType for CustomizationIPSettingsIpV6AddressSpec {
 impl x::Structure for CustomizationIPSettingsIpV6AddressSpec {}
 impl std::fmt::Debug for CustomizationIPSettingsIpV6AddressSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationIPSettingsIpV6AddressSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationIPSettingsIpV6AddressSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CustomizationIPSettingsIpV6AddressSpec {
@@ -1434,12 +1434,12 @@ impl x::SchemaType for CustomizationIdentification {
 impl x::Structure for CustomizationIdentification {}
 impl std::fmt::Debug for CustomizationIdentification {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationIdentification", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationIdentification {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationIdentification {
@@ -1486,12 +1486,12 @@ impl x::SchemaType for CustomizationIdentitySettings {
 impl x::Structure for CustomizationIdentitySettings {}
 impl std::fmt::Debug for CustomizationIdentitySettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationIdentitySettings", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationIdentitySettings {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationIdentitySettings {
@@ -1515,12 +1515,12 @@ impl x::SchemaType for CustomizationIpGenerator {
 impl x::Structure for CustomizationIpGenerator {}
 impl std::fmt::Debug for CustomizationIpGenerator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationIpGenerator", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationIpGenerator {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationIpGenerator {
@@ -1544,12 +1544,12 @@ impl x::SchemaType for CustomizationIpV6Generator {
 impl x::Structure for CustomizationIpV6Generator {}
 impl std::fmt::Debug for CustomizationIpV6Generator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationIpV6Generator", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationIpV6Generator {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationIpV6Generator {
@@ -1576,12 +1576,12 @@ impl x::SchemaType for CustomizationLicenseFilePrintData {
 impl x::Structure for CustomizationLicenseFilePrintData {}
 impl std::fmt::Debug for CustomizationLicenseFilePrintData {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationLicenseFilePrintData", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationLicenseFilePrintData {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationLicenseFilePrintData {
@@ -1614,12 +1614,12 @@ impl x::SchemaType for CustomizationLinuxFlexPrep {
 impl x::Structure for CustomizationLinuxFlexPrep {}
 impl std::fmt::Debug for CustomizationLinuxFlexPrep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationLinuxFlexPrep", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationLinuxFlexPrep {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationLinuxFlexPrep {
@@ -1652,13 +1652,13 @@ impl x::Structure for CustomizationLinuxIdentityFailed {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for CustomizationLinuxIdentityFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationLinuxIdentityFailed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for CustomizationLinuxIdentityFailed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1699,12 +1699,12 @@ impl x::SchemaType for CustomizationLinuxOptions {
 impl x::Structure for CustomizationLinuxOptions {}
 impl std::fmt::Debug for CustomizationLinuxOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationLinuxOptions", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationLinuxOptions {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationLinuxOptions {
@@ -1753,12 +1753,12 @@ impl x::SchemaType for CustomizationLinuxPrep {
 impl x::Structure for CustomizationLinuxPrep {}
 impl std::fmt::Debug for CustomizationLinuxPrep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationLinuxPrep", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationLinuxPrep {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CustomizationLinuxPrep {
@@ -1859,12 +1859,12 @@ impl x::SchemaType for CustomizationName {
 impl x::Structure for CustomizationName {}
 impl std::fmt::Debug for CustomizationName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationName", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationName {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationName {
@@ -1895,13 +1895,13 @@ impl x::Structure for CustomizationNetworkSetupFailed {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for CustomizationNetworkSetupFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationNetworkSetupFailed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for CustomizationNetworkSetupFailed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1944,12 +1944,12 @@ impl x::SchemaType for CustomizationOptions {
 impl x::Structure for CustomizationOptions {}
 impl std::fmt::Debug for CustomizationOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationOptions", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationOptions {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationOptions {
@@ -1976,12 +1976,12 @@ impl x::SchemaType for CustomizationPassword {
 impl x::Structure for CustomizationPassword {}
 impl std::fmt::Debug for CustomizationPassword {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationPassword", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationPassword {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationPassword {
@@ -2021,13 +2021,13 @@ impl x::Structure for CustomizationPending {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for CustomizationPending {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationPending", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for CustomizationPending {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2071,12 +2071,12 @@ impl x::SchemaType for CustomizationPrefixName {
 impl x::Structure for CustomizationPrefixName {}
 impl std::fmt::Debug for CustomizationPrefixName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationPrefixName", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationPrefixName {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationPrefixName {
@@ -2116,12 +2116,12 @@ impl x::SchemaType for CustomizationSpec {
 impl x::Structure for CustomizationSpec {}
 impl std::fmt::Debug for CustomizationSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CustomizationSpec {
@@ -2180,12 +2180,12 @@ impl x::SchemaType for CustomizationSpecInfo {
 impl x::Structure for CustomizationSpecInfo {}
 impl std::fmt::Debug for CustomizationSpecInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationSpecInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationSpecInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationSpecInfo {
@@ -2231,12 +2231,12 @@ impl x::SchemaType for CustomizationSpecItem {
 impl x::Structure for CustomizationSpecItem {}
 impl std::fmt::Debug for CustomizationSpecItem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationSpecItem", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationSpecItem {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationSpecItem {
@@ -2276,13 +2276,13 @@ impl x::Structure for CustomizationStartedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for CustomizationStartedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationStartedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for CustomizationStartedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2323,12 +2323,12 @@ impl x::SchemaType for CustomizationStatelessIpV6Generator {
 impl x::Structure for CustomizationStatelessIpV6Generator {}
 impl std::fmt::Debug for CustomizationStatelessIpV6Generator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationStatelessIpV6Generator", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationStatelessIpV6Generator {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationStatelessIpV6Generator {
@@ -2359,13 +2359,13 @@ impl x::Structure for CustomizationSucceeded {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for CustomizationSucceeded {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationSucceeded", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for CustomizationSucceeded {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2429,12 +2429,12 @@ impl x::SchemaType for CustomizationSysprep {
 impl x::Structure for CustomizationSysprep {}
 impl std::fmt::Debug for CustomizationSysprep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationSysprep", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationSysprep {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CustomizationSysprep {
@@ -2528,13 +2528,13 @@ impl x::Structure for CustomizationSysprepFailed {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for CustomizationSysprepFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationSysprepFailed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for CustomizationSysprepFailed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2585,12 +2585,12 @@ impl x::SchemaType for CustomizationSysprepText {
 impl x::Structure for CustomizationSysprepText {}
 impl std::fmt::Debug for CustomizationSysprepText {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationSysprepText", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationSysprepText {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationSysprepText {
@@ -2628,13 +2628,13 @@ impl x::Structure for CustomizationUnknownFailure {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for CustomizationUnknownFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationUnknownFailure", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for CustomizationUnknownFailure {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2675,12 +2675,12 @@ impl x::SchemaType for CustomizationUnknownIpGenerator {
 impl x::Structure for CustomizationUnknownIpGenerator {}
 impl std::fmt::Debug for CustomizationUnknownIpGenerator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationUnknownIpGenerator", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationUnknownIpGenerator {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationUnknownIpGenerator {
@@ -2702,12 +2702,12 @@ impl x::SchemaType for CustomizationUnknownIpV6Generator {
 impl x::Structure for CustomizationUnknownIpV6Generator {}
 impl std::fmt::Debug for CustomizationUnknownIpV6Generator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationUnknownIpV6Generator", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationUnknownIpV6Generator {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationUnknownIpV6Generator {
@@ -2729,12 +2729,12 @@ impl x::SchemaType for CustomizationUnknownName {
 impl x::Structure for CustomizationUnknownName {}
 impl std::fmt::Debug for CustomizationUnknownName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationUnknownName", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationUnknownName {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationUnknownName {
@@ -2765,12 +2765,12 @@ impl x::SchemaType for CustomizationUserData {
 impl x::Structure for CustomizationUserData {}
 impl std::fmt::Debug for CustomizationUserData {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationUserData", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationUserData {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationUserData {
@@ -2805,12 +2805,12 @@ impl x::SchemaType for CustomizationVirtualMachineName {
 impl x::Structure for CustomizationVirtualMachineName {}
 impl std::fmt::Debug for CustomizationVirtualMachineName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationVirtualMachineName", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationVirtualMachineName {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationVirtualMachineName {
@@ -2839,12 +2839,12 @@ impl x::SchemaType for CustomizationWinOptions {
 impl x::Structure for CustomizationWinOptions {}
 impl std::fmt::Debug for CustomizationWinOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationWinOptions", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationWinOptions {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationWinOptions {
@@ -2879,12 +2879,12 @@ impl x::SchemaType for CustomizationWindowsFlexPrep {
 impl x::Structure for CustomizationWindowsFlexPrep {}
 impl std::fmt::Debug for CustomizationWindowsFlexPrep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationWindowsFlexPrep", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationWindowsFlexPrep {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationWindowsFlexPrep {

@@ -21,12 +21,12 @@ impl x::SchemaType for DailyTaskScheduler {
 impl x::Structure for DailyTaskScheduler {}
 impl std::fmt::Debug for DailyTaskScheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DailyTaskScheduler", x::fields_ref(self))
     }
 }
 impl PartialEq for DailyTaskScheduler {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DailyTaskScheduler {
@@ -78,13 +78,13 @@ impl x::Structure for DasAdmissionControlDisabledEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DasAdmissionControlDisabledEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DasAdmissionControlDisabledEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DasAdmissionControlDisabledEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -134,13 +134,13 @@ impl x::Structure for DasAdmissionControlEnabledEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DasAdmissionControlEnabledEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DasAdmissionControlEnabledEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DasAdmissionControlEnabledEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -190,13 +190,13 @@ impl x::Structure for DasAgentFoundEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DasAgentFoundEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DasAgentFoundEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DasAgentFoundEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -246,13 +246,13 @@ impl x::Structure for DasAgentUnavailableEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DasAgentUnavailableEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DasAgentUnavailableEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DasAgentUnavailableEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -302,13 +302,13 @@ impl x::Structure for DasClusterIsolatedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DasClusterIsolatedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DasClusterIsolatedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DasClusterIsolatedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -364,13 +364,13 @@ impl x::Structure for DasConfigFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DasConfigFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DasConfigFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DasConfigFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -440,13 +440,13 @@ impl x::Structure for DasDisabledEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DasDisabledEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DasDisabledEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DasDisabledEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -496,13 +496,13 @@ impl x::Structure for DasEnabledEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DasEnabledEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DasEnabledEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DasEnabledEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -548,12 +548,12 @@ impl x::SchemaType for DasHeartbeatDatastoreInfo {
 impl x::Structure for DasHeartbeatDatastoreInfo {}
 impl std::fmt::Debug for DasHeartbeatDatastoreInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DasHeartbeatDatastoreInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for DasHeartbeatDatastoreInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DasHeartbeatDatastoreInfo {
@@ -607,13 +607,13 @@ impl x::Structure for DasHostFailedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DasHostFailedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DasHostFailedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DasHostFailedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -670,13 +670,13 @@ impl x::Structure for DasHostIsolatedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DasHostIsolatedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DasHostIsolatedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DasHostIsolatedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -731,13 +731,13 @@ impl x::Structure for DatabaseError {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DatabaseError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatabaseError", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DatabaseError {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -781,12 +781,12 @@ impl x::SchemaType for DatabaseSizeEstimate {
 impl x::Structure for DatabaseSizeEstimate {}
 impl std::fmt::Debug for DatabaseSizeEstimate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatabaseSizeEstimate", x::fields_ref(self))
     }
 }
 impl PartialEq for DatabaseSizeEstimate {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DatabaseSizeEstimate {
@@ -820,12 +820,12 @@ impl x::SchemaType for DatabaseSizeParam {
 impl x::Structure for DatabaseSizeParam {}
 impl std::fmt::Debug for DatabaseSizeParam {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatabaseSizeParam", x::fields_ref(self))
     }
 }
 impl PartialEq for DatabaseSizeParam {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DatabaseSizeParam {
@@ -873,12 +873,12 @@ impl x::SchemaType for DatacenterBasicConnectInfo {
 impl x::Structure for DatacenterBasicConnectInfo {}
 impl std::fmt::Debug for DatacenterBasicConnectInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatacenterBasicConnectInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for DatacenterBasicConnectInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DatacenterBasicConnectInfo {
@@ -930,12 +930,12 @@ impl x::SchemaType for DatacenterConfigInfo {
 impl x::Structure for DatacenterConfigInfo {}
 impl std::fmt::Debug for DatacenterConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatacenterConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for DatacenterConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DatacenterConfigInfo {
@@ -975,12 +975,12 @@ impl x::SchemaType for DatacenterConfigSpec {
 impl x::Structure for DatacenterConfigSpec {}
 impl std::fmt::Debug for DatacenterConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatacenterConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DatacenterConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DatacenterConfigSpec {
@@ -1026,13 +1026,13 @@ impl x::Structure for DatacenterCreatedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DatacenterCreatedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatacenterCreatedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DatacenterCreatedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1087,13 +1087,13 @@ impl x::Structure for DatacenterEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DatacenterEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatacenterEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DatacenterEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1141,12 +1141,12 @@ impl x::SchemaType for DatacenterEventArgument {
 impl x::Structure for DatacenterEventArgument {}
 impl std::fmt::Debug for DatacenterEventArgument {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatacenterEventArgument", x::fields_ref(self))
     }
 }
 impl PartialEq for DatacenterEventArgument {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DatacenterEventArgument {
@@ -1202,13 +1202,13 @@ impl x::Structure for DatacenterMismatch {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DatacenterMismatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatacenterMismatch", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DatacenterMismatch {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1275,13 +1275,13 @@ impl x::Structure for DatacenterMismatchArgument {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DatacenterMismatchArgument {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatacenterMismatchArgument", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DatacenterMismatchArgument {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1331,13 +1331,13 @@ impl x::Structure for DatacenterRenamedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DatacenterRenamedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatacenterRenamedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DatacenterRenamedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]

@@ -39,12 +39,12 @@ impl x::SchemaType for DatastoreCapability {
 impl x::Structure for DatastoreCapability {}
 impl std::fmt::Debug for DatastoreCapability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatastoreCapability", x::fields_ref(self))
     }
 }
 impl PartialEq for DatastoreCapability {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DatastoreCapability {
@@ -120,13 +120,13 @@ impl x::Structure for DatastoreCapacityIncreasedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DatastoreCapacityIncreasedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatastoreCapacityIncreasedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DatastoreCapacityIncreasedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -183,13 +183,13 @@ impl x::Structure for DatastoreDestroyedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DatastoreDestroyedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatastoreDestroyedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DatastoreDestroyedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -241,13 +241,13 @@ impl x::Structure for DatastoreDiscoveredEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DatastoreDiscoveredEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatastoreDiscoveredEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DatastoreDiscoveredEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -302,13 +302,13 @@ impl x::Structure for DatastoreDuplicatedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DatastoreDuplicatedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatastoreDuplicatedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DatastoreDuplicatedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -360,13 +360,13 @@ impl x::Structure for DatastoreEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DatastoreEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatastoreEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DatastoreEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -419,12 +419,12 @@ impl x::SchemaType for DatastoreEventArgument {
 impl x::Structure for DatastoreEventArgument {}
 impl std::fmt::Debug for DatastoreEventArgument {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatastoreEventArgument", x::fields_ref(self))
     }
 }
 impl PartialEq for DatastoreEventArgument {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DatastoreEventArgument {
@@ -480,13 +480,13 @@ impl x::Structure for DatastoreFileCopiedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DatastoreFileCopiedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatastoreFileCopiedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DatastoreFileCopiedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -543,13 +543,13 @@ impl x::Structure for DatastoreFileDeletedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DatastoreFileDeletedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatastoreFileDeletedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DatastoreFileDeletedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -605,13 +605,13 @@ impl x::Structure for DatastoreFileEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DatastoreFileEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatastoreFileEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DatastoreFileEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -674,13 +674,13 @@ impl x::Structure for DatastoreFileMovedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DatastoreFileMovedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatastoreFileMovedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DatastoreFileMovedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -733,12 +733,12 @@ impl x::SchemaType for DatastoreHostMount {
 impl x::Structure for DatastoreHostMount {}
 impl std::fmt::Debug for DatastoreHostMount {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatastoreHostMount", x::fields_ref(self))
     }
 }
 impl PartialEq for DatastoreHostMount {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DatastoreHostMount {
@@ -782,13 +782,13 @@ impl x::Structure for DatastoreIORMReconfiguredEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DatastoreIORMReconfiguredEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatastoreIORMReconfiguredEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DatastoreIORMReconfiguredEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -862,12 +862,12 @@ impl x::SchemaType for DatastoreInfo {
 impl x::Structure for DatastoreInfo {}
 impl std::fmt::Debug for DatastoreInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatastoreInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for DatastoreInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DatastoreInfo {
@@ -965,12 +965,12 @@ impl x::SchemaType for DatastoreMountPathDatastorePair {
 impl x::Structure for DatastoreMountPathDatastorePair {}
 impl std::fmt::Debug for DatastoreMountPathDatastorePair {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatastoreMountPathDatastorePair", x::fields_ref(self))
     }
 }
 impl PartialEq for DatastoreMountPathDatastorePair {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DatastoreMountPathDatastorePair {
@@ -1016,12 +1016,12 @@ impl x::SchemaType for DatastoreNamespaceManagerDirectoryInfo {
 impl x::Structure for DatastoreNamespaceManagerDirectoryInfo {}
 impl std::fmt::Debug for DatastoreNamespaceManagerDirectoryInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatastoreNamespaceManagerDirectoryInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for DatastoreNamespaceManagerDirectoryInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DatastoreNamespaceManagerDirectoryInfo {
@@ -1064,13 +1064,13 @@ impl x::Structure for DatastoreNotWritableOnHost {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DatastoreNotWritableOnHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatastoreNotWritableOnHost", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DatastoreNotWritableOnHost {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1119,12 +1119,12 @@ impl x::SchemaType for DatastoreOption {
 impl x::Structure for DatastoreOption {}
 impl std::fmt::Debug for DatastoreOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatastoreOption", x::fields_ref(self))
     }
 }
 impl PartialEq for DatastoreOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DatastoreOption {
@@ -1171,13 +1171,13 @@ impl x::Structure for DatastorePrincipalConfigured {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DatastorePrincipalConfigured {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatastorePrincipalConfigured", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DatastorePrincipalConfigured {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1234,13 +1234,13 @@ impl x::Structure for DatastoreRemovedOnHostEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DatastoreRemovedOnHostEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatastoreRemovedOnHostEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DatastoreRemovedOnHostEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1299,13 +1299,13 @@ impl x::Structure for DatastoreRenamedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DatastoreRenamedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatastoreRenamedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DatastoreRenamedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1366,13 +1366,13 @@ impl x::Structure for DatastoreRenamedOnHostEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DatastoreRenamedOnHostEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatastoreRenamedOnHostEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DatastoreRenamedOnHostEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1441,12 +1441,12 @@ impl x::SchemaType for DatastoreSummary {
 impl x::Structure for DatastoreSummary {}
 impl std::fmt::Debug for DatastoreSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatastoreSummary", x::fields_ref(self))
     }
 }
 impl PartialEq for DatastoreSummary {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DatastoreSummary {
@@ -1500,12 +1500,12 @@ impl x::SchemaType for DatastoreVVolContainerFailoverPair {
 impl x::Structure for DatastoreVVolContainerFailoverPair {}
 impl std::fmt::Debug for DatastoreVVolContainerFailoverPair {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DatastoreVVolContainerFailoverPair", x::fields_ref(self))
     }
 }
 impl PartialEq for DatastoreVVolContainerFailoverPair {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DatastoreVVolContainerFailoverPair {

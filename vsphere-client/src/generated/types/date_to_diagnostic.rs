@@ -19,12 +19,12 @@ impl x::SchemaType for DateTimeProfile {
 impl x::Structure for DateTimeProfile {}
 impl std::fmt::Debug for DateTimeProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DateTimeProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for DateTimeProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DateTimeProfile {
@@ -75,13 +75,13 @@ impl x::Structure for DeltaDiskFormatNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DeltaDiskFormatNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeltaDiskFormatNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DeltaDiskFormatNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -146,12 +146,12 @@ impl x::SchemaType for Description {
 impl x::Structure for Description {}
 impl std::fmt::Debug for Description {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "Description", x::fields_ref(self))
     }
 }
 impl PartialEq for Description {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for Description {
@@ -193,12 +193,12 @@ impl x::SchemaType for DesiredSoftwareSpec {
 impl x::Structure for DesiredSoftwareSpec {}
 impl std::fmt::Debug for DesiredSoftwareSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DesiredSoftwareSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DesiredSoftwareSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DesiredSoftwareSpec {
@@ -254,12 +254,12 @@ impl x::SchemaType for DesiredSoftwareSpecBaseImageSpec {
 impl x::Structure for DesiredSoftwareSpecBaseImageSpec {}
 impl std::fmt::Debug for DesiredSoftwareSpecBaseImageSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DesiredSoftwareSpecBaseImageSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DesiredSoftwareSpecBaseImageSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DesiredSoftwareSpecBaseImageSpec {
@@ -293,12 +293,12 @@ impl x::SchemaType for DesiredSoftwareSpecComponentSpec {
 impl x::Structure for DesiredSoftwareSpecComponentSpec {}
 impl std::fmt::Debug for DesiredSoftwareSpecComponentSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DesiredSoftwareSpecComponentSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DesiredSoftwareSpecComponentSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DesiredSoftwareSpecComponentSpec {
@@ -338,12 +338,12 @@ impl x::SchemaType for DesiredSoftwareSpecVendorAddOnSpec {
 impl x::Structure for DesiredSoftwareSpecVendorAddOnSpec {}
 impl std::fmt::Debug for DesiredSoftwareSpecVendorAddOnSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DesiredSoftwareSpecVendorAddOnSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DesiredSoftwareSpecVendorAddOnSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DesiredSoftwareSpecVendorAddOnSpec {
@@ -383,13 +383,13 @@ impl x::Structure for DestinationSwitchFull {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DestinationSwitchFull {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DestinationSwitchFull", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DestinationSwitchFull {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -441,13 +441,13 @@ impl x::Structure for DestinationVsanDisabled {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DestinationVsanDisabled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DestinationVsanDisabled", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DestinationVsanDisabled {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -506,12 +506,12 @@ impl x::SchemaType for DeviceBackedVirtualDiskSpec {
 impl x::Structure for DeviceBackedVirtualDiskSpec {}
 impl std::fmt::Debug for DeviceBackedVirtualDiskSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeviceBackedVirtualDiskSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DeviceBackedVirtualDiskSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DeviceBackedVirtualDiskSpec {
@@ -565,13 +565,13 @@ impl x::Structure for DeviceBackingNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DeviceBackingNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeviceBackingNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DeviceBackingNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -628,13 +628,13 @@ impl x::Structure for DeviceControllerNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DeviceControllerNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeviceControllerNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DeviceControllerNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -683,12 +683,12 @@ impl x::SchemaType for DeviceGroupId {
 impl x::Structure for DeviceGroupId {}
 impl std::fmt::Debug for DeviceGroupId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeviceGroupId", x::fields_ref(self))
     }
 }
 impl PartialEq for DeviceGroupId {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeviceGroupId {
@@ -726,13 +726,13 @@ impl x::Structure for DeviceHotPlugNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DeviceHotPlugNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeviceHotPlugNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DeviceHotPlugNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -782,13 +782,13 @@ impl x::Structure for DeviceNotFound {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DeviceNotFound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeviceNotFound", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DeviceNotFound {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -842,13 +842,13 @@ impl x::Structure for DeviceNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DeviceNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeviceNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DeviceNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -911,13 +911,13 @@ impl x::Structure for DeviceUnsupportedForVmPlatform {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DeviceUnsupportedForVmPlatform {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeviceUnsupportedForVmPlatform", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DeviceUnsupportedForVmPlatform {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -971,13 +971,13 @@ impl x::Structure for DeviceUnsupportedForVmVersion {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DeviceUnsupportedForVmVersion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeviceUnsupportedForVmVersion", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DeviceUnsupportedForVmVersion {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1030,12 +1030,12 @@ impl x::SchemaType for DiagnosticManagerAuditRecordResult {
 impl x::Structure for DiagnosticManagerAuditRecordResult {}
 impl std::fmt::Debug for DiagnosticManagerAuditRecordResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DiagnosticManagerAuditRecordResult", x::fields_ref(self))
     }
 }
 impl PartialEq for DiagnosticManagerAuditRecordResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DiagnosticManagerAuditRecordResult {
@@ -1079,12 +1079,12 @@ impl x::SchemaType for DiagnosticManagerBundleInfo {
 impl x::Structure for DiagnosticManagerBundleInfo {}
 impl std::fmt::Debug for DiagnosticManagerBundleInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DiagnosticManagerBundleInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for DiagnosticManagerBundleInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DiagnosticManagerBundleInfo {
@@ -1132,12 +1132,12 @@ impl x::SchemaType for DiagnosticManagerLogDescriptor {
 impl x::Structure for DiagnosticManagerLogDescriptor {}
 impl std::fmt::Debug for DiagnosticManagerLogDescriptor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DiagnosticManagerLogDescriptor", x::fields_ref(self))
     }
 }
 impl PartialEq for DiagnosticManagerLogDescriptor {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DiagnosticManagerLogDescriptor {
@@ -1187,12 +1187,12 @@ impl x::SchemaType for DiagnosticManagerLogHeader {
 impl x::Structure for DiagnosticManagerLogHeader {}
 impl std::fmt::Debug for DiagnosticManagerLogHeader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DiagnosticManagerLogHeader", x::fields_ref(self))
     }
 }
 impl PartialEq for DiagnosticManagerLogHeader {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DiagnosticManagerLogHeader {

@@ -23,13 +23,13 @@ impl x::Structure for DigestNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DigestNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DigestNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DigestNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -93,12 +93,12 @@ impl x::SchemaType for DirectPathProfileInfo {
 impl x::Structure for DirectPathProfileInfo {}
 impl std::fmt::Debug for DirectPathProfileInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DirectPathProfileInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for DirectPathProfileInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DirectPathProfileInfo {
@@ -163,12 +163,12 @@ impl x::SchemaType for DirectPathProfileManagerCapacityInfo {
 impl x::Structure for DirectPathProfileManagerCapacityInfo {}
 impl std::fmt::Debug for DirectPathProfileManagerCapacityInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DirectPathProfileManagerCapacityInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for DirectPathProfileManagerCapacityInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DirectPathProfileManagerCapacityInfo {
@@ -213,12 +213,16 @@ impl x::SchemaType for DirectPathProfileManagerCapacityQueryByDeviceConfig {
 impl x::Structure for DirectPathProfileManagerCapacityQueryByDeviceConfig {}
 impl std::fmt::Debug for DirectPathProfileManagerCapacityQueryByDeviceConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DirectPathProfileManagerCapacityQueryByDeviceConfig",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DirectPathProfileManagerCapacityQueryByDeviceConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DirectPathProfileManagerCapacityQueryByDeviceConfig {
@@ -259,12 +263,16 @@ impl x::SchemaType for DirectPathProfileManagerCapacityQueryById {
 impl x::Structure for DirectPathProfileManagerCapacityQueryById {}
 impl std::fmt::Debug for DirectPathProfileManagerCapacityQueryById {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DirectPathProfileManagerCapacityQueryById",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DirectPathProfileManagerCapacityQueryById {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DirectPathProfileManagerCapacityQueryById {
@@ -301,12 +309,16 @@ impl x::SchemaType for DirectPathProfileManagerCapacityQueryByName {
 impl x::Structure for DirectPathProfileManagerCapacityQueryByName {}
 impl std::fmt::Debug for DirectPathProfileManagerCapacityQueryByName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DirectPathProfileManagerCapacityQueryByName",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DirectPathProfileManagerCapacityQueryByName {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DirectPathProfileManagerCapacityQueryByName {
@@ -340,12 +352,16 @@ impl x::SchemaType for DirectPathProfileManagerCapacityQuerySpec {
 impl x::Structure for DirectPathProfileManagerCapacityQuerySpec {}
 impl std::fmt::Debug for DirectPathProfileManagerCapacityQuerySpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DirectPathProfileManagerCapacityQuerySpec",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DirectPathProfileManagerCapacityQuerySpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DirectPathProfileManagerCapacityQuerySpec {
@@ -373,12 +389,12 @@ impl x::SchemaType for DirectPathProfileManagerCapacityResult {
 impl x::Structure for DirectPathProfileManagerCapacityResult {}
 impl std::fmt::Debug for DirectPathProfileManagerCapacityResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DirectPathProfileManagerCapacityResult", x::fields_ref(self))
     }
 }
 impl PartialEq for DirectPathProfileManagerCapacityResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DirectPathProfileManagerCapacityResult {
@@ -413,12 +429,16 @@ impl x::SchemaType for DirectPathProfileManagerCapacityUnknown {
 impl x::Structure for DirectPathProfileManagerCapacityUnknown {}
 impl std::fmt::Debug for DirectPathProfileManagerCapacityUnknown {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DirectPathProfileManagerCapacityUnknown",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DirectPathProfileManagerCapacityUnknown {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DirectPathProfileManagerCapacityUnknown {
@@ -473,12 +493,12 @@ impl x::SchemaType for DirectPathProfileManagerCreateSpec {
 impl x::Structure for DirectPathProfileManagerCreateSpec {}
 impl std::fmt::Debug for DirectPathProfileManagerCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DirectPathProfileManagerCreateSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DirectPathProfileManagerCreateSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DirectPathProfileManagerCreateSpec {
@@ -516,12 +536,16 @@ impl x::SchemaType for DirectPathProfileManagerDirectPathConfig {
 impl x::Structure for DirectPathProfileManagerDirectPathConfig {}
 impl std::fmt::Debug for DirectPathProfileManagerDirectPathConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DirectPathProfileManagerDirectPathConfig",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DirectPathProfileManagerDirectPathConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DirectPathProfileManagerDirectPathConfig {
@@ -552,12 +576,16 @@ impl x::SchemaType for DirectPathProfileManagerDvxDirectPathConfig {
 impl x::Structure for DirectPathProfileManagerDvxDirectPathConfig {}
 impl std::fmt::Debug for DirectPathProfileManagerDvxDirectPathConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DirectPathProfileManagerDvxDirectPathConfig",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DirectPathProfileManagerDvxDirectPathConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DirectPathProfileManagerDvxDirectPathConfig {
@@ -594,12 +622,16 @@ impl x::SchemaType for DirectPathProfileManagerDynamicDirectPathConfig {
 impl x::Structure for DirectPathProfileManagerDynamicDirectPathConfig {}
 impl std::fmt::Debug for DirectPathProfileManagerDynamicDirectPathConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DirectPathProfileManagerDynamicDirectPathConfig",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DirectPathProfileManagerDynamicDirectPathConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DirectPathProfileManagerDynamicDirectPathConfig {
@@ -648,12 +680,12 @@ impl x::SchemaType for DirectPathProfileManagerFilterSpec {
 impl x::Structure for DirectPathProfileManagerFilterSpec {}
 impl std::fmt::Debug for DirectPathProfileManagerFilterSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DirectPathProfileManagerFilterSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DirectPathProfileManagerFilterSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DirectPathProfileManagerFilterSpec {
@@ -703,12 +735,12 @@ impl x::SchemaType for DirectPathProfileManagerTargetCluster {
 impl x::Structure for DirectPathProfileManagerTargetCluster {}
 impl std::fmt::Debug for DirectPathProfileManagerTargetCluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DirectPathProfileManagerTargetCluster", x::fields_ref(self))
     }
 }
 impl PartialEq for DirectPathProfileManagerTargetCluster {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DirectPathProfileManagerTargetCluster {
@@ -742,12 +774,12 @@ impl x::SchemaType for DirectPathProfileManagerTargetEntity {
 impl x::Structure for DirectPathProfileManagerTargetEntity {}
 impl std::fmt::Debug for DirectPathProfileManagerTargetEntity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DirectPathProfileManagerTargetEntity", x::fields_ref(self))
     }
 }
 impl PartialEq for DirectPathProfileManagerTargetEntity {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DirectPathProfileManagerTargetEntity {
@@ -778,12 +810,12 @@ impl x::SchemaType for DirectPathProfileManagerTargetHost {
 impl x::Structure for DirectPathProfileManagerTargetHost {}
 impl std::fmt::Debug for DirectPathProfileManagerTargetHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DirectPathProfileManagerTargetHost", x::fields_ref(self))
     }
 }
 impl PartialEq for DirectPathProfileManagerTargetHost {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DirectPathProfileManagerTargetHost {
@@ -824,12 +856,12 @@ impl x::SchemaType for DirectPathProfileManagerUpdateSpec {
 impl x::Structure for DirectPathProfileManagerUpdateSpec {}
 impl std::fmt::Debug for DirectPathProfileManagerUpdateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DirectPathProfileManagerUpdateSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DirectPathProfileManagerUpdateSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DirectPathProfileManagerUpdateSpec {
@@ -868,12 +900,16 @@ impl x::SchemaType for DirectPathProfileManagerVirtualDeviceGroupDirectPathConfi
 impl x::Structure for DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig {}
 impl std::fmt::Debug for DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig {
@@ -914,12 +950,16 @@ impl x::SchemaType for DirectPathProfileManagerVmiopDirectPathConfig {
 impl x::Structure for DirectPathProfileManagerVmiopDirectPathConfig {}
 impl std::fmt::Debug for DirectPathProfileManagerVmiopDirectPathConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DirectPathProfileManagerVmiopDirectPathConfig",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DirectPathProfileManagerVmiopDirectPathConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DirectPathProfileManagerVmiopDirectPathConfig {
@@ -958,13 +998,13 @@ impl x::Structure for DirectoryNotEmpty {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DirectoryNotEmpty {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DirectoryNotEmpty", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DirectoryNotEmpty {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1014,13 +1054,13 @@ impl x::Structure for DisableAdminNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DisableAdminNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DisableAdminNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DisableAdminNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1074,13 +1114,13 @@ impl x::Structure for DisallowedChangeByService {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DisallowedChangeByService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DisallowedChangeByService", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DisallowedChangeByService {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1137,13 +1177,13 @@ impl x::Structure for DisallowedDiskModeChange {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DisallowedDiskModeChange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DisallowedDiskModeChange", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DisallowedDiskModeChange {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1195,13 +1235,13 @@ impl x::Structure for DisallowedMigrationDeviceAttached {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DisallowedMigrationDeviceAttached {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DisallowedMigrationDeviceAttached", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DisallowedMigrationDeviceAttached {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1260,13 +1300,13 @@ impl x::Structure for DisallowedOperationOnFailoverHost {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DisallowedOperationOnFailoverHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DisallowedOperationOnFailoverHost", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DisallowedOperationOnFailoverHost {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]

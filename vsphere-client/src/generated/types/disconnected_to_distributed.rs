@@ -23,13 +23,13 @@ impl x::Structure for DisconnectedHostsBlockingEVC {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DisconnectedHostsBlockingEVC {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DisconnectedHostsBlockingEVC", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DisconnectedHostsBlockingEVC {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -75,12 +75,12 @@ impl x::SchemaType for DiskChangeExtent {
 impl x::Structure for DiskChangeExtent {}
 impl std::fmt::Debug for DiskChangeExtent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DiskChangeExtent", x::fields_ref(self))
     }
 }
 impl PartialEq for DiskChangeExtent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DiskChangeExtent {
@@ -122,12 +122,12 @@ impl x::SchemaType for DiskChangeInfo {
 impl x::Structure for DiskChangeInfo {}
 impl std::fmt::Debug for DiskChangeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DiskChangeInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for DiskChangeInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DiskChangeInfo {
@@ -174,12 +174,12 @@ impl x::SchemaType for DiskCryptoSpec {
 impl x::Structure for DiskCryptoSpec {}
 impl std::fmt::Debug for DiskCryptoSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DiskCryptoSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DiskCryptoSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DiskCryptoSpec {
@@ -219,13 +219,13 @@ impl x::Structure for DiskHasPartitions {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DiskHasPartitions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DiskHasPartitions", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DiskHasPartitions {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -275,13 +275,13 @@ impl x::Structure for DiskIsLastRemainingNonSSD {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DiskIsLastRemainingNonSSD {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DiskIsLastRemainingNonSSD", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DiskIsLastRemainingNonSSD {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -331,13 +331,13 @@ impl x::Structure for DiskIsNonLocal {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DiskIsNonLocal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DiskIsNonLocal", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DiskIsNonLocal {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -387,13 +387,13 @@ impl x::Structure for DiskIsUSB {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DiskIsUSB {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DiskIsUSB", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DiskIsUSB {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -443,13 +443,13 @@ impl x::Structure for DiskMoveTypeNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DiskMoveTypeNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DiskMoveTypeNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DiskMoveTypeNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -501,13 +501,13 @@ impl x::Structure for DiskNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DiskNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DiskNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DiskNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -568,13 +568,13 @@ impl x::Structure for DiskTooSmall {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DiskTooSmall {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DiskTooSmall", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DiskTooSmall {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -644,12 +644,12 @@ impl x::SchemaType for DistributedVirtualPort {
 impl x::Structure for DistributedVirtualPort {}
 impl std::fmt::Debug for DistributedVirtualPort {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DistributedVirtualPort", x::fields_ref(self))
     }
 }
 impl PartialEq for DistributedVirtualPort {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DistributedVirtualPort {
@@ -735,12 +735,12 @@ impl x::SchemaType for DistributedVirtualPortgroupInfo {
 impl x::Structure for DistributedVirtualPortgroupInfo {}
 impl std::fmt::Debug for DistributedVirtualPortgroupInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DistributedVirtualPortgroupInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for DistributedVirtualPortgroupInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DistributedVirtualPortgroupInfo {
@@ -810,12 +810,16 @@ impl x::SchemaType for DistributedVirtualPortgroupNsxPortgroupOperationResult {
 impl x::Structure for DistributedVirtualPortgroupNsxPortgroupOperationResult {}
 impl std::fmt::Debug for DistributedVirtualPortgroupNsxPortgroupOperationResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DistributedVirtualPortgroupNsxPortgroupOperationResult",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DistributedVirtualPortgroupNsxPortgroupOperationResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DistributedVirtualPortgroupNsxPortgroupOperationResult {
@@ -859,12 +863,12 @@ impl x::SchemaType for DistributedVirtualPortgroupProblem {
 impl x::Structure for DistributedVirtualPortgroupProblem {}
 impl std::fmt::Debug for DistributedVirtualPortgroupProblem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DistributedVirtualPortgroupProblem", x::fields_ref(self))
     }
 }
 impl PartialEq for DistributedVirtualPortgroupProblem {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DistributedVirtualPortgroupProblem {
@@ -912,12 +916,12 @@ impl x::SchemaType for DistributedVirtualSwitchHostMember {
 impl x::Structure for DistributedVirtualSwitchHostMember {}
 impl std::fmt::Debug for DistributedVirtualSwitchHostMember {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DistributedVirtualSwitchHostMember", x::fields_ref(self))
     }
 }
 impl PartialEq for DistributedVirtualSwitchHostMember {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DistributedVirtualSwitchHostMember {
@@ -974,12 +978,16 @@ impl x::SchemaType for DistributedVirtualSwitchHostMemberBacking {
 impl x::Structure for DistributedVirtualSwitchHostMemberBacking {}
 impl std::fmt::Debug for DistributedVirtualSwitchHostMemberBacking {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DistributedVirtualSwitchHostMemberBacking",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DistributedVirtualSwitchHostMemberBacking {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DistributedVirtualSwitchHostMemberBacking {
@@ -1028,12 +1036,16 @@ impl x::SchemaType for DistributedVirtualSwitchHostMemberConfigInfo {
 impl x::Structure for DistributedVirtualSwitchHostMemberConfigInfo {}
 impl std::fmt::Debug for DistributedVirtualSwitchHostMemberConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DistributedVirtualSwitchHostMemberConfigInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DistributedVirtualSwitchHostMemberConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DistributedVirtualSwitchHostMemberConfigInfo {
@@ -1128,12 +1140,16 @@ impl x::SchemaType for DistributedVirtualSwitchHostMemberConfigSpec {
 impl x::Structure for DistributedVirtualSwitchHostMemberConfigSpec {}
 impl std::fmt::Debug for DistributedVirtualSwitchHostMemberConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DistributedVirtualSwitchHostMemberConfigSpec",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DistributedVirtualSwitchHostMemberConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DistributedVirtualSwitchHostMemberConfigSpec {
@@ -1200,12 +1216,16 @@ impl x::SchemaType for DistributedVirtualSwitchHostMemberHostPerfNicOffloadState
 impl x::Structure for DistributedVirtualSwitchHostMemberHostPerfNicOffloadState {}
 impl std::fmt::Debug for DistributedVirtualSwitchHostMemberHostPerfNicOffloadState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DistributedVirtualSwitchHostMemberHostPerfNicOffloadState",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DistributedVirtualSwitchHostMemberHostPerfNicOffloadState {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DistributedVirtualSwitchHostMemberHostPerfNicOffloadState {
@@ -1254,12 +1274,16 @@ impl x::SchemaType for DistributedVirtualSwitchHostMemberHostUplinkState {
 impl x::Structure for DistributedVirtualSwitchHostMemberHostUplinkState {}
 impl std::fmt::Debug for DistributedVirtualSwitchHostMemberHostUplinkState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DistributedVirtualSwitchHostMemberHostUplinkState",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DistributedVirtualSwitchHostMemberHostUplinkState {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DistributedVirtualSwitchHostMemberHostUplinkState {
@@ -1302,12 +1326,16 @@ impl x::SchemaType for DistributedVirtualSwitchHostMemberPnicBacking {
 impl x::Structure for DistributedVirtualSwitchHostMemberPnicBacking {}
 impl std::fmt::Debug for DistributedVirtualSwitchHostMemberPnicBacking {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DistributedVirtualSwitchHostMemberPnicBacking",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DistributedVirtualSwitchHostMemberPnicBacking {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DistributedVirtualSwitchHostMemberPnicBacking {
@@ -1352,12 +1380,16 @@ impl x::SchemaType for DistributedVirtualSwitchHostMemberPnicSpec {
 impl x::Structure for DistributedVirtualSwitchHostMemberPnicSpec {}
 impl std::fmt::Debug for DistributedVirtualSwitchHostMemberPnicSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DistributedVirtualSwitchHostMemberPnicSpec",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DistributedVirtualSwitchHostMemberPnicSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DistributedVirtualSwitchHostMemberPnicSpec {
@@ -1399,12 +1431,16 @@ impl x::SchemaType for DistributedVirtualSwitchHostMemberRuntimeState {
 impl x::Structure for DistributedVirtualSwitchHostMemberRuntimeState {}
 impl std::fmt::Debug for DistributedVirtualSwitchHostMemberRuntimeState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DistributedVirtualSwitchHostMemberRuntimeState",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DistributedVirtualSwitchHostMemberRuntimeState {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DistributedVirtualSwitchHostMemberRuntimeState {
@@ -1440,12 +1476,16 @@ impl x::SchemaType for DistributedVirtualSwitchHostMemberTransportZoneInfo {
 impl x::Structure for DistributedVirtualSwitchHostMemberTransportZoneInfo {}
 impl std::fmt::Debug for DistributedVirtualSwitchHostMemberTransportZoneInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DistributedVirtualSwitchHostMemberTransportZoneInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DistributedVirtualSwitchHostMemberTransportZoneInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DistributedVirtualSwitchHostMemberTransportZoneInfo {
@@ -1485,12 +1525,16 @@ impl x::SchemaType for DistributedVirtualSwitchHostProductSpec {
 impl x::Structure for DistributedVirtualSwitchHostProductSpec {}
 impl std::fmt::Debug for DistributedVirtualSwitchHostProductSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DistributedVirtualSwitchHostProductSpec",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DistributedVirtualSwitchHostProductSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DistributedVirtualSwitchHostProductSpec {
@@ -1534,12 +1578,12 @@ impl x::SchemaType for DistributedVirtualSwitchInfo {
 impl x::Structure for DistributedVirtualSwitchInfo {}
 impl std::fmt::Debug for DistributedVirtualSwitchInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DistributedVirtualSwitchInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for DistributedVirtualSwitchInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DistributedVirtualSwitchInfo {
@@ -1585,12 +1629,16 @@ impl x::SchemaType for DistributedVirtualSwitchKeyedOpaqueBlob {
 impl x::Structure for DistributedVirtualSwitchKeyedOpaqueBlob {}
 impl std::fmt::Debug for DistributedVirtualSwitchKeyedOpaqueBlob {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DistributedVirtualSwitchKeyedOpaqueBlob",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DistributedVirtualSwitchKeyedOpaqueBlob {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DistributedVirtualSwitchKeyedOpaqueBlob {
@@ -1630,12 +1678,16 @@ impl x::SchemaType for DistributedVirtualSwitchManagerCompatibilityResult {
 impl x::Structure for DistributedVirtualSwitchManagerCompatibilityResult {}
 impl std::fmt::Debug for DistributedVirtualSwitchManagerCompatibilityResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DistributedVirtualSwitchManagerCompatibilityResult",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DistributedVirtualSwitchManagerCompatibilityResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DistributedVirtualSwitchManagerCompatibilityResult {
@@ -1683,12 +1735,16 @@ impl x::SchemaType for DistributedVirtualSwitchManagerDvsProductSpec {
 impl x::Structure for DistributedVirtualSwitchManagerDvsProductSpec {}
 impl std::fmt::Debug for DistributedVirtualSwitchManagerDvsProductSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DistributedVirtualSwitchManagerDvsProductSpec",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DistributedVirtualSwitchManagerDvsProductSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DistributedVirtualSwitchManagerDvsProductSpec {
@@ -1728,12 +1784,16 @@ impl x::SchemaType for DistributedVirtualSwitchManagerHostArrayFilter {
 impl x::Structure for DistributedVirtualSwitchManagerHostArrayFilter {}
 impl std::fmt::Debug for DistributedVirtualSwitchManagerHostArrayFilter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DistributedVirtualSwitchManagerHostArrayFilter",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DistributedVirtualSwitchManagerHostArrayFilter {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DistributedVirtualSwitchManagerHostArrayFilter {
@@ -1800,12 +1860,16 @@ impl x::SchemaType for DistributedVirtualSwitchManagerHostContainer {
 impl x::Structure for DistributedVirtualSwitchManagerHostContainer {}
 impl std::fmt::Debug for DistributedVirtualSwitchManagerHostContainer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DistributedVirtualSwitchManagerHostContainer",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DistributedVirtualSwitchManagerHostContainer {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DistributedVirtualSwitchManagerHostContainer {
@@ -1843,12 +1907,16 @@ impl x::SchemaType for DistributedVirtualSwitchManagerHostContainerFilter {
 impl x::Structure for DistributedVirtualSwitchManagerHostContainerFilter {}
 impl std::fmt::Debug for DistributedVirtualSwitchManagerHostContainerFilter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DistributedVirtualSwitchManagerHostContainerFilter",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DistributedVirtualSwitchManagerHostContainerFilter {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DistributedVirtualSwitchManagerHostContainerFilter {
@@ -1905,12 +1973,16 @@ impl x::SchemaType for DistributedVirtualSwitchManagerHostDvsFilterSpec {
 impl x::Structure for DistributedVirtualSwitchManagerHostDvsFilterSpec {}
 impl std::fmt::Debug for DistributedVirtualSwitchManagerHostDvsFilterSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DistributedVirtualSwitchManagerHostDvsFilterSpec",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DistributedVirtualSwitchManagerHostDvsFilterSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DistributedVirtualSwitchManagerHostDvsFilterSpec {
@@ -1946,12 +2018,16 @@ impl x::SchemaType for DistributedVirtualSwitchManagerHostDvsMembershipFilter {
 impl x::Structure for DistributedVirtualSwitchManagerHostDvsMembershipFilter {}
 impl std::fmt::Debug for DistributedVirtualSwitchManagerHostDvsMembershipFilter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DistributedVirtualSwitchManagerHostDvsMembershipFilter",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DistributedVirtualSwitchManagerHostDvsMembershipFilter {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DistributedVirtualSwitchManagerHostDvsMembershipFilter {
@@ -2010,12 +2086,16 @@ impl x::SchemaType for DistributedVirtualSwitchManagerImportResult {
 impl x::Structure for DistributedVirtualSwitchManagerImportResult {}
 impl std::fmt::Debug for DistributedVirtualSwitchManagerImportResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DistributedVirtualSwitchManagerImportResult",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DistributedVirtualSwitchManagerImportResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DistributedVirtualSwitchManagerImportResult {
@@ -2078,12 +2158,16 @@ impl x::SchemaType for DistributedVirtualSwitchManagerSpanInfo {
 impl x::Structure for DistributedVirtualSwitchManagerSpanInfo {}
 impl std::fmt::Debug for DistributedVirtualSwitchManagerSpanInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DistributedVirtualSwitchManagerSpanInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DistributedVirtualSwitchManagerSpanInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DistributedVirtualSwitchManagerSpanInfo {
@@ -2149,12 +2233,16 @@ impl x::SchemaType for DistributedVirtualSwitchNetworkOffloadSpec {
 impl x::Structure for DistributedVirtualSwitchNetworkOffloadSpec {}
 impl std::fmt::Debug for DistributedVirtualSwitchNetworkOffloadSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DistributedVirtualSwitchNetworkOffloadSpec",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DistributedVirtualSwitchNetworkOffloadSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DistributedVirtualSwitchNetworkOffloadSpec {
@@ -2221,12 +2309,12 @@ impl x::SchemaType for DistributedVirtualSwitchPortConnectee {
 impl x::Structure for DistributedVirtualSwitchPortConnectee {}
 impl std::fmt::Debug for DistributedVirtualSwitchPortConnectee {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DistributedVirtualSwitchPortConnectee", x::fields_ref(self))
     }
 }
 impl PartialEq for DistributedVirtualSwitchPortConnectee {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DistributedVirtualSwitchPortConnectee {
@@ -2270,12 +2358,12 @@ impl x::SchemaType for DistributedVirtualSwitchPortConnection {
 impl x::Structure for DistributedVirtualSwitchPortConnection {}
 impl std::fmt::Debug for DistributedVirtualSwitchPortConnection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DistributedVirtualSwitchPortConnection", x::fields_ref(self))
     }
 }
 impl PartialEq for DistributedVirtualSwitchPortConnection {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DistributedVirtualSwitchPortConnection {
@@ -2329,12 +2417,12 @@ impl x::SchemaType for DistributedVirtualSwitchPortCriteria {
 impl x::Structure for DistributedVirtualSwitchPortCriteria {}
 impl std::fmt::Debug for DistributedVirtualSwitchPortCriteria {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DistributedVirtualSwitchPortCriteria", x::fields_ref(self))
     }
 }
 impl PartialEq for DistributedVirtualSwitchPortCriteria {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DistributedVirtualSwitchPortCriteria {
@@ -2431,12 +2519,12 @@ impl x::SchemaType for DistributedVirtualSwitchPortStatistics {
 impl x::Structure for DistributedVirtualSwitchPortStatistics {}
 impl std::fmt::Debug for DistributedVirtualSwitchPortStatistics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DistributedVirtualSwitchPortStatistics", x::fields_ref(self))
     }
 }
 impl PartialEq for DistributedVirtualSwitchPortStatistics {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DistributedVirtualSwitchPortStatistics {
@@ -2514,12 +2602,12 @@ impl x::SchemaType for DistributedVirtualSwitchProductSpec {
 impl x::Structure for DistributedVirtualSwitchProductSpec {}
 impl std::fmt::Debug for DistributedVirtualSwitchProductSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DistributedVirtualSwitchProductSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DistributedVirtualSwitchProductSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DistributedVirtualSwitchProductSpec {

@@ -25,13 +25,13 @@ impl x::Structure for DomainNotFound {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DomainNotFound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DomainNotFound", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DomainNotFound {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -98,12 +98,12 @@ impl x::SchemaType for DpuStatusInfo {
 impl x::Structure for DpuStatusInfo {}
 impl std::fmt::Debug for DpuStatusInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DpuStatusInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for DpuStatusInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DpuStatusInfo {
@@ -194,12 +194,12 @@ impl x::SchemaType for DpuStatusInfoOperationalInfo {
 impl x::Structure for DpuStatusInfoOperationalInfo {}
 impl std::fmt::Debug for DpuStatusInfoOperationalInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DpuStatusInfoOperationalInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for DpuStatusInfoOperationalInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DpuStatusInfoOperationalInfo {
@@ -250,13 +250,13 @@ impl x::Structure for DrsDisabledEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DrsDisabledEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DrsDisabledEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DrsDisabledEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -306,13 +306,13 @@ impl x::Structure for DrsDisabledOnVm {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DrsDisabledOnVm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DrsDisabledOnVm", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DrsDisabledOnVm {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -364,13 +364,13 @@ impl x::Structure for DrsEnabledEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DrsEnabledEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DrsEnabledEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DrsEnabledEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -425,13 +425,13 @@ impl x::Structure for DrsEnteredStandbyModeEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DrsEnteredStandbyModeEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DrsEnteredStandbyModeEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DrsEnteredStandbyModeEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -481,13 +481,13 @@ impl x::Structure for DrsEnteringStandbyModeEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DrsEnteringStandbyModeEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DrsEnteringStandbyModeEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DrsEnteringStandbyModeEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -537,13 +537,13 @@ impl x::Structure for DrsExitStandbyModeFailedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DrsExitStandbyModeFailedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DrsExitStandbyModeFailedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DrsExitStandbyModeFailedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -593,13 +593,13 @@ impl x::Structure for DrsExitedStandbyModeEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DrsExitedStandbyModeEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DrsExitedStandbyModeEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DrsExitedStandbyModeEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -649,13 +649,13 @@ impl x::Structure for DrsExitingStandbyModeEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DrsExitingStandbyModeEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DrsExitingStandbyModeEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DrsExitingStandbyModeEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -705,13 +705,13 @@ impl x::Structure for DrsInvocationFailedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DrsInvocationFailedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DrsInvocationFailedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DrsInvocationFailedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -761,13 +761,13 @@ impl x::Structure for DrsRecoveredFromFailureEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DrsRecoveredFromFailureEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DrsRecoveredFromFailureEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DrsRecoveredFromFailureEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -819,13 +819,13 @@ impl x::Structure for DrsResourceConfigureFailedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DrsResourceConfigureFailedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DrsResourceConfigureFailedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DrsResourceConfigureFailedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -880,13 +880,13 @@ impl x::Structure for DrsResourceConfigureSyncedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DrsResourceConfigureSyncedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DrsResourceConfigureSyncedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DrsResourceConfigureSyncedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -936,13 +936,13 @@ impl x::Structure for DrsRuleComplianceEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DrsRuleComplianceEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DrsRuleComplianceEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DrsRuleComplianceEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -992,13 +992,13 @@ impl x::Structure for DrsRuleViolationEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DrsRuleViolationEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DrsRuleViolationEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DrsRuleViolationEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1048,13 +1048,13 @@ impl x::Structure for DrsSoftRuleViolationEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DrsSoftRuleViolationEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DrsSoftRuleViolationEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DrsSoftRuleViolationEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1104,13 +1104,13 @@ impl x::Structure for DrsVmMigratedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DrsVmMigratedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DrsVmMigratedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DrsVmMigratedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1160,13 +1160,13 @@ impl x::Structure for DrsVmPoweredOnEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DrsVmPoweredOnEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DrsVmPoweredOnEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DrsVmPoweredOnEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1218,13 +1218,13 @@ impl x::Structure for DrsVmotionIncompatibleFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DrsVmotionIncompatibleFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DrsVmotionIncompatibleFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DrsVmotionIncompatibleFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]

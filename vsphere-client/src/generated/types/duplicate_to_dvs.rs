@@ -23,13 +23,13 @@ impl x::Structure for DuplicateDisks {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DuplicateDisks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DuplicateDisks", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DuplicateDisks {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -83,13 +83,13 @@ impl x::Structure for DuplicateIpDetectedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DuplicateIpDetectedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DuplicateIpDetectedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DuplicateIpDetectedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -146,12 +146,12 @@ impl x::SchemaType for DuplicateName {
 impl x::Structure for DuplicateName {}
 impl std::fmt::Debug for DuplicateName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DuplicateName", x::fields_ref(self))
     }
 }
 impl PartialEq for DuplicateName {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DuplicateName {
@@ -207,13 +207,13 @@ impl x::Structure for DuplicateVsanNetworkInterface {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DuplicateVsanNetworkInterface {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DuplicateVsanNetworkInterface", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DuplicateVsanNetworkInterface {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -270,13 +270,13 @@ impl x::Structure for DvpgImportEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvpgImportEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvpgImportEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvpgImportEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -331,13 +331,13 @@ impl x::Structure for DvpgRestoreEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvpgRestoreEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvpgRestoreEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvpgRestoreEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -378,12 +378,12 @@ impl x::SchemaType for DvsAcceptNetworkRuleAction {
 impl x::Structure for DvsAcceptNetworkRuleAction {}
 impl std::fmt::Debug for DvsAcceptNetworkRuleAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsAcceptNetworkRuleAction", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsAcceptNetworkRuleAction {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DvsAcceptNetworkRuleAction {
@@ -416,13 +416,13 @@ impl x::Structure for DvsApplyOperationFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DvsApplyOperationFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsApplyOperationFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DvsApplyOperationFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -488,13 +488,13 @@ impl x::Structure for DvsApplyOperationFaultFaultOnObject {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DvsApplyOperationFaultFaultOnObject {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsApplyOperationFaultFaultOnObject", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DvsApplyOperationFaultFaultOnObject {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -533,12 +533,12 @@ impl x::SchemaType for DvsCopyNetworkRuleAction {
 impl x::Structure for DvsCopyNetworkRuleAction {}
 impl std::fmt::Debug for DvsCopyNetworkRuleAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsCopyNetworkRuleAction", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsCopyNetworkRuleAction {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DvsCopyNetworkRuleAction {
@@ -571,13 +571,13 @@ impl x::Structure for DvsCreatedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsCreatedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsCreatedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsCreatedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -632,13 +632,13 @@ impl x::Structure for DvsDestroyedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsDestroyedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsDestroyedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsDestroyedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -679,12 +679,12 @@ impl x::SchemaType for DvsDropNetworkRuleAction {
 impl x::Structure for DvsDropNetworkRuleAction {}
 impl std::fmt::Debug for DvsDropNetworkRuleAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsDropNetworkRuleAction", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsDropNetworkRuleAction {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DvsDropNetworkRuleAction {
@@ -715,13 +715,13 @@ impl x::Structure for DvsEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -769,12 +769,12 @@ impl x::SchemaType for DvsEventArgument {
 impl x::Structure for DvsEventArgument {}
 impl std::fmt::Debug for DvsEventArgument {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsEventArgument", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsEventArgument {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DvsEventArgument {
@@ -826,13 +826,13 @@ impl x::Structure for DvsFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DvsFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DvsFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -890,12 +890,12 @@ impl x::SchemaType for DvsFilterConfig {
 impl x::Structure for DvsFilterConfig {}
 impl std::fmt::Debug for DvsFilterConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsFilterConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsFilterConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DvsFilterConfig {
@@ -953,12 +953,12 @@ impl x::SchemaType for DvsFilterConfigSpec {
 impl x::Structure for DvsFilterConfigSpec {}
 impl std::fmt::Debug for DvsFilterConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsFilterConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsFilterConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DvsFilterConfigSpec {
@@ -1004,12 +1004,12 @@ impl x::SchemaType for DvsFilterParameter {
 impl x::Structure for DvsFilterParameter {}
 impl std::fmt::Debug for DvsFilterParameter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsFilterParameter", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsFilterParameter {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DvsFilterParameter {
@@ -1052,12 +1052,12 @@ impl x::SchemaType for DvsFilterPolicy {
 impl x::Structure for DvsFilterPolicy {}
 impl std::fmt::Debug for DvsFilterPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsFilterPolicy", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsFilterPolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DvsFilterPolicy {
@@ -1111,12 +1111,12 @@ impl x::SchemaType for DvsGreEncapNetworkRuleAction {
 impl x::Structure for DvsGreEncapNetworkRuleAction {}
 impl std::fmt::Debug for DvsGreEncapNetworkRuleAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsGreEncapNetworkRuleAction", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsGreEncapNetworkRuleAction {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DvsGreEncapNetworkRuleAction {
@@ -1158,13 +1158,13 @@ impl x::Structure for DvsHealthStatusChangeEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsHealthStatusChangeEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsHealthStatusChangeEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsHealthStatusChangeEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1223,13 +1223,13 @@ impl x::Structure for DvsHostBackInSyncEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsHostBackInSyncEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsHostBackInSyncEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsHostBackInSyncEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1282,12 +1282,12 @@ impl x::SchemaType for DvsHostInfrastructureTrafficResource {
 impl x::Structure for DvsHostInfrastructureTrafficResource {}
 impl std::fmt::Debug for DvsHostInfrastructureTrafficResource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsHostInfrastructureTrafficResource", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsHostInfrastructureTrafficResource {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DvsHostInfrastructureTrafficResource {
@@ -1331,12 +1331,16 @@ impl x::SchemaType for DvsHostInfrastructureTrafficResourceAllocation {
 impl x::Structure for DvsHostInfrastructureTrafficResourceAllocation {}
 impl std::fmt::Debug for DvsHostInfrastructureTrafficResourceAllocation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DvsHostInfrastructureTrafficResourceAllocation",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DvsHostInfrastructureTrafficResourceAllocation {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DvsHostInfrastructureTrafficResourceAllocation {
@@ -1380,13 +1384,13 @@ impl x::Structure for DvsHostJoinedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsHostJoinedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsHostJoinedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsHostJoinedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1443,13 +1447,13 @@ impl x::Structure for DvsHostLeftEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsHostLeftEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsHostLeftEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsHostLeftEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1514,13 +1518,13 @@ impl x::Structure for DvsHostStatusUpdated {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsHostStatusUpdated {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsHostStatusUpdated", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsHostStatusUpdated {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1579,12 +1583,12 @@ impl x::SchemaType for DvsHostVNicProfile {
 impl x::Structure for DvsHostVNicProfile {}
 impl std::fmt::Debug for DvsHostVNicProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsHostVNicProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsHostVNicProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DvsHostVNicProfile {
@@ -1637,13 +1641,13 @@ impl x::Structure for DvsHostWentOutOfSyncEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsHostWentOutOfSyncEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsHostWentOutOfSyncEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsHostWentOutOfSyncEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1700,13 +1704,13 @@ impl x::Structure for DvsImportEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsImportEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsImportEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsImportEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1769,12 +1773,12 @@ impl x::SchemaType for DvsIpNetworkRuleQualifier {
 impl x::Structure for DvsIpNetworkRuleQualifier {}
 impl std::fmt::Debug for DvsIpNetworkRuleQualifier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsIpNetworkRuleQualifier", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsIpNetworkRuleQualifier {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DvsIpNetworkRuleQualifier {
@@ -1840,12 +1844,12 @@ impl x::SchemaType for DvsIpPort {
 impl x::Structure for DvsIpPort {}
 impl std::fmt::Debug for DvsIpPort {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsIpPort", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsIpPort {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DvsIpPort {
@@ -1892,12 +1896,12 @@ impl x::SchemaType for DvsIpPortRange {
 impl x::Structure for DvsIpPortRange {}
 impl std::fmt::Debug for DvsIpPortRange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsIpPortRange", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsIpPortRange {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DvsIpPortRange {
@@ -1942,12 +1946,12 @@ impl x::SchemaType for DvsLogNetworkRuleAction {
 impl x::Structure for DvsLogNetworkRuleAction {}
 impl std::fmt::Debug for DvsLogNetworkRuleAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsLogNetworkRuleAction", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsLogNetworkRuleAction {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DvsLogNetworkRuleAction {
@@ -1982,12 +1986,12 @@ impl x::SchemaType for DvsMacNetworkRuleQualifier {
 impl x::Structure for DvsMacNetworkRuleQualifier {}
 impl std::fmt::Debug for DvsMacNetworkRuleQualifier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsMacNetworkRuleQualifier", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsMacNetworkRuleQualifier {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DvsMacNetworkRuleQualifier {
@@ -2045,12 +2049,12 @@ impl x::SchemaType for DvsMacRewriteNetworkRuleAction {
 impl x::Structure for DvsMacRewriteNetworkRuleAction {}
 impl std::fmt::Debug for DvsMacRewriteNetworkRuleAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsMacRewriteNetworkRuleAction", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsMacRewriteNetworkRuleAction {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DvsMacRewriteNetworkRuleAction {
@@ -2092,13 +2096,13 @@ impl x::Structure for DvsMergedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsMergedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsMergedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsMergedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2148,12 +2152,12 @@ impl x::SchemaType for DvsNetworkRuleAction {
 impl x::Structure for DvsNetworkRuleAction {}
 impl std::fmt::Debug for DvsNetworkRuleAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsNetworkRuleAction", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsNetworkRuleAction {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DvsNetworkRuleAction {
@@ -2180,12 +2184,12 @@ impl x::SchemaType for DvsNetworkRuleQualifier {
 impl x::Structure for DvsNetworkRuleQualifier {}
 impl std::fmt::Debug for DvsNetworkRuleQualifier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsNetworkRuleQualifier", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsNetworkRuleQualifier {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DvsNetworkRuleQualifier {
@@ -2227,13 +2231,13 @@ impl x::Structure for DvsNotAuthorized {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DvsNotAuthorized {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsNotAuthorized", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DvsNotAuthorized {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2292,13 +2296,13 @@ impl x::Structure for DvsOperationBulkFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DvsOperationBulkFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsOperationBulkFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DvsOperationBulkFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2362,13 +2366,13 @@ impl x::Structure for DvsOperationBulkFaultFaultOnHost {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DvsOperationBulkFaultFaultOnHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsOperationBulkFaultFaultOnHost", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DvsOperationBulkFaultFaultOnHost {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2414,13 +2418,13 @@ impl x::Structure for DvsOutOfSyncHostArgument {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsOutOfSyncHostArgument {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsOutOfSyncHostArgument", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsOutOfSyncHostArgument {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2483,13 +2487,13 @@ impl x::Structure for DvsPortBlockedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsPortBlockedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsPortBlockedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsPortBlockedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2554,13 +2558,13 @@ impl x::Structure for DvsPortConnectedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsPortConnectedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsPortConnectedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsPortConnectedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2619,13 +2623,13 @@ impl x::Structure for DvsPortCreatedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsPortCreatedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsPortCreatedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsPortCreatedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2691,13 +2695,13 @@ impl x::Structure for DvsPortDeletedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsPortDeletedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsPortDeletedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsPortDeletedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2765,13 +2769,13 @@ impl x::Structure for DvsPortDisconnectedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsPortDisconnectedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsPortDisconnectedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsPortDisconnectedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2832,13 +2836,13 @@ impl x::Structure for DvsPortEnteredPassthruEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsPortEnteredPassthruEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsPortEnteredPassthruEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsPortEnteredPassthruEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2899,13 +2903,13 @@ impl x::Structure for DvsPortExitedPassthruEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsPortExitedPassthruEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsPortExitedPassthruEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsPortExitedPassthruEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2968,13 +2972,13 @@ impl x::Structure for DvsPortJoinPortgroupEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsPortJoinPortgroupEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsPortJoinPortgroupEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsPortJoinPortgroupEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -3039,13 +3043,13 @@ impl x::Structure for DvsPortLeavePortgroupEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsPortLeavePortgroupEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsPortLeavePortgroupEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsPortLeavePortgroupEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -3108,13 +3112,13 @@ impl x::Structure for DvsPortLinkDownEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsPortLinkDownEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsPortLinkDownEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsPortLinkDownEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -3175,13 +3179,13 @@ impl x::Structure for DvsPortLinkUpEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsPortLinkUpEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsPortLinkUpEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsPortLinkUpEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -3242,13 +3246,13 @@ impl x::Structure for DvsPortReconfiguredEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsPortReconfiguredEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsPortReconfiguredEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsPortReconfiguredEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -3319,13 +3323,13 @@ impl x::Structure for DvsPortRuntimeChangeEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsPortRuntimeChangeEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsPortRuntimeChangeEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsPortRuntimeChangeEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -3388,13 +3392,13 @@ impl x::Structure for DvsPortUnblockedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsPortUnblockedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsPortUnblockedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsPortUnblockedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -3455,13 +3459,13 @@ impl x::Structure for DvsPortVendorSpecificStateChangeEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsPortVendorSpecificStateChangeEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsPortVendorSpecificStateChangeEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsPortVendorSpecificStateChangeEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -3496,146 +3500,5 @@ impl x::Fields for DvsPortVendorSpecificStateChangeEvent {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.dvs_event, w);
         w.write("portKey", &self.port_key);
-    }
-}
-/// `DvsProfile` (extends `ApplyProfile`).
-///
-/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
-#[derive(Default)]
-pub struct DvsProfile {
-    /// The fields `DvsProfile` inherits from `ApplyProfile`.
-    pub apply_profile: ApplyProfile,
-    /// `key`.
-    pub key: String,
-    /// `name`.
-    pub name: String,
-    /// `uplink`.
-    pub uplink: Vec<PnicUplinkProfile>,
-}
-impl x::SchemaType for DvsProfile {
-    const TYPE_NAME: &'static str = "DvsProfile";
-}
-impl x::Structure for DvsProfile {}
-impl std::fmt::Debug for DvsProfile {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for DvsProfile {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for DvsProfile {
-    fn clone(&self) -> Self {
-        Self {
-            apply_profile: self.apply_profile.clone(),
-            key: self.key.clone(),
-            name: self.name.clone(),
-            uplink: x::clone_vec(&self.uplink),
-        }
-    }
-}
-impl std::ops::Deref for DvsProfile {
-    type Target = ApplyProfile;
-    #[inline]
-    fn deref(&self) -> &ApplyProfile {
-        &self.apply_profile
-    }
-}
-impl std::ops::DerefMut for DvsProfile {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ApplyProfile {
-        &mut self.apply_profile
-    }
-}
-impl x::Fields for DvsProfile {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "uplink" => r.read_push(&mut self.uplink),
-            _ => return x::Fields::decode_field(&mut self.apply_profile, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.apply_profile, w);
-        w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write_vec("uplink", &self.uplink);
-    }
-}
-impl x::ArrayItem for DvsProfile {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfDvsProfile";
-    const ITEM_TAG: &'static str = "DvsProfile";
-}
-/// `DvsPuntNetworkRuleAction` (extends `DvsNetworkRuleAction`).
-#[derive(Clone, Default)]
-pub struct DvsPuntNetworkRuleAction {}
-impl x::SchemaType for DvsPuntNetworkRuleAction {
-    const TYPE_NAME: &'static str = "DvsPuntNetworkRuleAction";
-}
-impl x::Structure for DvsPuntNetworkRuleAction {}
-impl std::fmt::Debug for DvsPuntNetworkRuleAction {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for DvsPuntNetworkRuleAction {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for DvsPuntNetworkRuleAction {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `DvsRateLimitNetworkRuleAction` (extends `DvsNetworkRuleAction`).
-#[derive(Clone, Default)]
-pub struct DvsRateLimitNetworkRuleAction {
-    /// `packetsPerSecond`.
-    pub packets_per_second: i32,
-}
-impl x::SchemaType for DvsRateLimitNetworkRuleAction {
-    const TYPE_NAME: &'static str = "DvsRateLimitNetworkRuleAction";
-}
-impl x::Structure for DvsRateLimitNetworkRuleAction {}
-impl std::fmt::Debug for DvsRateLimitNetworkRuleAction {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for DvsRateLimitNetworkRuleAction {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for DvsRateLimitNetworkRuleAction {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "packetsPerSecond" => r.read(&mut self.packets_per_second),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("packetsPerSecond", &self.packets_per_second);
     }
 }

@@ -25,12 +25,12 @@ impl x::SchemaType for DVPortConfigInfo {
 impl x::Structure for DVPortConfigInfo {}
 impl std::fmt::Debug for DVPortConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVPortConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for DVPortConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DVPortConfigInfo {
@@ -93,12 +93,12 @@ impl x::SchemaType for DVPortConfigSpec {
 impl x::Structure for DVPortConfigSpec {}
 impl std::fmt::Debug for DVPortConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVPortConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DVPortConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DVPortConfigSpec {
@@ -165,13 +165,13 @@ impl x::Structure for DVPortNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DVPortNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVPortNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DVPortNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -229,12 +229,12 @@ impl x::SchemaType for DVPortSetting {
 impl x::Structure for DVPortSetting {}
 impl std::fmt::Debug for DVPortSetting {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVPortSetting", x::fields_ref(self))
     }
 }
 impl PartialEq for DVPortSetting {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVPortSetting {
@@ -284,12 +284,12 @@ impl x::SchemaType for DVPortState {
 impl x::Structure for DVPortState {}
 impl std::fmt::Debug for DVPortState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVPortState", x::fields_ref(self))
     }
 }
 impl PartialEq for DVPortState {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DVPortState {
@@ -356,12 +356,12 @@ impl x::SchemaType for DVPortStatus {
 impl x::Structure for DVPortStatus {}
 impl std::fmt::Debug for DVPortStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVPortStatus", x::fields_ref(self))
     }
 }
 impl PartialEq for DVPortStatus {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DVPortStatus {
@@ -500,12 +500,12 @@ impl x::SchemaType for DVPortgroupConfigInfo {
 impl x::Structure for DVPortgroupConfigInfo {}
 impl std::fmt::Debug for DVPortgroupConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVPortgroupConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for DVPortgroupConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DVPortgroupConfigInfo {
@@ -672,12 +672,12 @@ impl x::SchemaType for DVPortgroupConfigSpec {
 impl x::Structure for DVPortgroupConfigSpec {}
 impl std::fmt::Debug for DVPortgroupConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVPortgroupConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DVPortgroupConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DVPortgroupConfigSpec {
@@ -803,13 +803,13 @@ impl x::Structure for DVPortgroupCreatedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DVPortgroupCreatedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVPortgroupCreatedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DVPortgroupCreatedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -859,13 +859,13 @@ impl x::Structure for DVPortgroupDestroyedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DVPortgroupDestroyedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVPortgroupDestroyedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DVPortgroupDestroyedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -915,13 +915,13 @@ impl x::Structure for DVPortgroupEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DVPortgroupEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVPortgroupEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DVPortgroupEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -977,12 +977,12 @@ impl x::SchemaType for DVPortgroupNsxConfig {
 impl x::Structure for DVPortgroupNsxConfig {}
 impl std::fmt::Debug for DVPortgroupNsxConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVPortgroupNsxConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for DVPortgroupNsxConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DVPortgroupNsxConfig {
@@ -1032,12 +1032,12 @@ impl x::SchemaType for DVPortgroupNsxSubnetAddressInfo {
 impl x::Structure for DVPortgroupNsxSubnetAddressInfo {}
 impl std::fmt::Debug for DVPortgroupNsxSubnetAddressInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVPortgroupNsxSubnetAddressInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for DVPortgroupNsxSubnetAddressInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DVPortgroupNsxSubnetAddressInfo {
@@ -1091,12 +1091,12 @@ impl x::SchemaType for DVPortgroupPolicy {
 impl x::Structure for DVPortgroupPolicy {}
 impl std::fmt::Debug for DVPortgroupPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVPortgroupPolicy", x::fields_ref(self))
     }
 }
 impl PartialEq for DVPortgroupPolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVPortgroupPolicy {
@@ -1164,13 +1164,13 @@ impl x::Structure for DVPortgroupReconfiguredEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DVPortgroupReconfiguredEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVPortgroupReconfiguredEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DVPortgroupReconfiguredEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1231,13 +1231,13 @@ impl x::Structure for DVPortgroupRenamedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DVPortgroupRenamedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVPortgroupRenamedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DVPortgroupRenamedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1290,12 +1290,12 @@ impl x::SchemaType for DVPortgroupSelection {
 impl x::Structure for DVPortgroupSelection {}
 impl std::fmt::Debug for DVPortgroupSelection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVPortgroupSelection", x::fields_ref(self))
     }
 }
 impl PartialEq for DVPortgroupSelection {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DVPortgroupSelection {

@@ -17,12 +17,12 @@ impl x::SchemaType for DVSBackupRestoreCapability {
 impl x::Structure for DVSBackupRestoreCapability {}
 impl std::fmt::Debug for DVSBackupRestoreCapability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSBackupRestoreCapability", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSBackupRestoreCapability {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVSBackupRestoreCapability {
@@ -64,12 +64,12 @@ impl x::SchemaType for DVSCapability {
 impl x::Structure for DVSCapability {}
 impl std::fmt::Debug for DVSCapability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSCapability", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSCapability {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DVSCapability {
@@ -192,12 +192,12 @@ impl x::SchemaType for DVSConfigInfo {
 impl x::Structure for DVSConfigInfo {}
 impl std::fmt::Debug for DVSConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DVSConfigInfo {
@@ -395,12 +395,12 @@ impl x::SchemaType for DVSConfigSpec {
 impl x::Structure for DVSConfigSpec {}
 impl std::fmt::Debug for DVSConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DVSConfigSpec {
@@ -518,12 +518,12 @@ impl x::SchemaType for DVSContactInfo {
 impl x::Structure for DVSContactInfo {}
 impl std::fmt::Debug for DVSContactInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSContactInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSContactInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVSContactInfo {
@@ -561,12 +561,12 @@ impl x::SchemaType for DVSCreateSpec {
 impl x::Structure for DVSCreateSpec {}
 impl std::fmt::Debug for DVSCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSCreateSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSCreateSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVSCreateSpec {
@@ -618,12 +618,12 @@ impl x::SchemaType for DVSFailureCriteria {
 impl x::Structure for DVSFailureCriteria {}
 impl std::fmt::Debug for DVSFailureCriteria {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSFailureCriteria", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSFailureCriteria {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DVSFailureCriteria {
@@ -703,12 +703,12 @@ impl x::SchemaType for DVSFeatureCapability {
 impl x::Structure for DVSFeatureCapability {}
 impl std::fmt::Debug for DVSFeatureCapability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSFeatureCapability", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSFeatureCapability {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DVSFeatureCapability {
@@ -794,12 +794,12 @@ impl x::SchemaType for DVSFilterSpecConnecteeSpec {
 impl x::Structure for DVSFilterSpecConnecteeSpec {}
 impl std::fmt::Debug for DVSFilterSpecConnecteeSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSFilterSpecConnecteeSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSFilterSpecConnecteeSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVSFilterSpecConnecteeSpec {
@@ -830,12 +830,12 @@ impl x::SchemaType for DVSFilterSpecPnicConnecteeSpec {
 impl x::Structure for DVSFilterSpecPnicConnecteeSpec {}
 impl std::fmt::Debug for DVSFilterSpecPnicConnecteeSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSFilterSpecPnicConnecteeSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSFilterSpecPnicConnecteeSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVSFilterSpecPnicConnecteeSpec {
@@ -872,12 +872,12 @@ impl x::SchemaType for DVSFilterSpecPvlanSpec {
 impl x::Structure for DVSFilterSpecPvlanSpec {}
 impl std::fmt::Debug for DVSFilterSpecPvlanSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSFilterSpecPvlanSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSFilterSpecPvlanSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVSFilterSpecPvlanSpec {
@@ -914,12 +914,12 @@ impl x::SchemaType for DVSFilterSpecTrunkVlanSpec {
 impl x::Structure for DVSFilterSpecTrunkVlanSpec {}
 impl std::fmt::Debug for DVSFilterSpecTrunkVlanSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSFilterSpecTrunkVlanSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSFilterSpecTrunkVlanSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVSFilterSpecTrunkVlanSpec {
@@ -956,12 +956,12 @@ impl x::SchemaType for DVSFilterSpecVlanIdSpec {
 impl x::Structure for DVSFilterSpecVlanIdSpec {}
 impl std::fmt::Debug for DVSFilterSpecVlanIdSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSFilterSpecVlanIdSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSFilterSpecVlanIdSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVSFilterSpecVlanIdSpec {
@@ -993,12 +993,12 @@ impl x::SchemaType for DVSFilterSpecVlanSpec {
 impl x::Structure for DVSFilterSpecVlanSpec {}
 impl std::fmt::Debug for DVSFilterSpecVlanSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSFilterSpecVlanSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSFilterSpecVlanSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVSFilterSpecVlanSpec {
@@ -1029,12 +1029,12 @@ impl x::SchemaType for DVSFilterSpecVmConnecteeSpec {
 impl x::Structure for DVSFilterSpecVmConnecteeSpec {}
 impl std::fmt::Debug for DVSFilterSpecVmConnecteeSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSFilterSpecVmConnecteeSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSFilterSpecVmConnecteeSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVSFilterSpecVmConnecteeSpec {
@@ -1071,12 +1071,12 @@ impl x::SchemaType for DVSFilterSpecVmknicConnecteeSpec {
 impl x::Structure for DVSFilterSpecVmknicConnecteeSpec {}
 impl std::fmt::Debug for DVSFilterSpecVmknicConnecteeSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSFilterSpecVmknicConnecteeSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSFilterSpecVmknicConnecteeSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVSFilterSpecVmknicConnecteeSpec {
@@ -1108,12 +1108,12 @@ impl x::SchemaType for DVSHealthCheckCapability {
 impl x::Structure for DVSHealthCheckCapability {}
 impl std::fmt::Debug for DVSHealthCheckCapability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSHealthCheckCapability", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSHealthCheckCapability {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVSHealthCheckCapability {
@@ -1142,12 +1142,12 @@ impl x::SchemaType for DVSHealthCheckConfig {
 impl x::Structure for DVSHealthCheckConfig {}
 impl std::fmt::Debug for DVSHealthCheckConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSHealthCheckConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSHealthCheckConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVSHealthCheckConfig {
@@ -1191,13 +1191,13 @@ impl x::Structure for DVSHostLocalPortInfo {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DVSHostLocalPortInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSHostLocalPortInfo", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DVSHostLocalPortInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1246,12 +1246,12 @@ impl x::SchemaType for DVSMacLearningPolicy {
 impl x::Structure for DVSMacLearningPolicy {}
 impl std::fmt::Debug for DVSMacLearningPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSMacLearningPolicy", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSMacLearningPolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DVSMacLearningPolicy {
@@ -1313,12 +1313,12 @@ impl x::SchemaType for DVSMacManagementPolicy {
 impl x::Structure for DVSMacManagementPolicy {}
 impl std::fmt::Debug for DVSMacManagementPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSMacManagementPolicy", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSMacManagementPolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DVSMacManagementPolicy {
@@ -1372,12 +1372,12 @@ impl x::SchemaType for DVSManagerDvsConfigTarget {
 impl x::Structure for DVSManagerDvsConfigTarget {}
 impl std::fmt::Debug for DVSManagerDvsConfigTarget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSManagerDvsConfigTarget", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSManagerDvsConfigTarget {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DVSManagerDvsConfigTarget {
@@ -1433,12 +1433,12 @@ impl x::SchemaType for DVSManagerPhysicalNicsList {
 impl x::Structure for DVSManagerPhysicalNicsList {}
 impl std::fmt::Debug for DVSManagerPhysicalNicsList {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSManagerPhysicalNicsList", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSManagerPhysicalNicsList {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DVSManagerPhysicalNicsList {
@@ -1485,12 +1485,12 @@ impl x::SchemaType for DVSNameArrayUplinkPortPolicy {
 impl x::Structure for DVSNameArrayUplinkPortPolicy {}
 impl std::fmt::Debug for DVSNameArrayUplinkPortPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSNameArrayUplinkPortPolicy", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSNameArrayUplinkPortPolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DVSNameArrayUplinkPortPolicy {
@@ -1539,12 +1539,12 @@ impl x::SchemaType for DVSNetworkResourceManagementCapability {
 impl x::Structure for DVSNetworkResourceManagementCapability {}
 impl std::fmt::Debug for DVSNetworkResourceManagementCapability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSNetworkResourceManagementCapability", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSNetworkResourceManagementCapability {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVSNetworkResourceManagementCapability {
@@ -1619,12 +1619,12 @@ impl x::SchemaType for DVSNetworkResourcePool {
 impl x::Structure for DVSNetworkResourcePool {}
 impl std::fmt::Debug for DVSNetworkResourcePool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSNetworkResourcePool", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSNetworkResourcePool {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVSNetworkResourcePool {
@@ -1672,12 +1672,12 @@ impl x::SchemaType for DVSNetworkResourcePoolAllocationInfo {
 impl x::Structure for DVSNetworkResourcePoolAllocationInfo {}
 impl std::fmt::Debug for DVSNetworkResourcePoolAllocationInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSNetworkResourcePoolAllocationInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSNetworkResourcePoolAllocationInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVSNetworkResourcePoolAllocationInfo {
@@ -1721,12 +1721,12 @@ impl x::SchemaType for DVSNetworkResourcePoolConfigSpec {
 impl x::Structure for DVSNetworkResourcePoolConfigSpec {}
 impl std::fmt::Debug for DVSNetworkResourcePoolConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSNetworkResourcePoolConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSNetworkResourcePoolConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVSNetworkResourcePoolConfigSpec {
@@ -1774,12 +1774,12 @@ impl x::SchemaType for DVSPolicy {
 impl x::Structure for DVSPolicy {}
 impl std::fmt::Debug for DVSPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSPolicy", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSPolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVSPolicy {
@@ -1815,12 +1815,12 @@ impl x::SchemaType for DVSRollbackCapability {
 impl x::Structure for DVSRollbackCapability {}
 impl std::fmt::Debug for DVSRollbackCapability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSRollbackCapability", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSRollbackCapability {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVSRollbackCapability {
@@ -1854,12 +1854,12 @@ impl x::SchemaType for DVSRuntimeInfo {
 impl x::Structure for DVSRuntimeInfo {}
 impl std::fmt::Debug for DVSRuntimeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSRuntimeInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSRuntimeInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DVSRuntimeInfo {
@@ -1909,12 +1909,12 @@ impl x::SchemaType for DVSSecurityPolicy {
 impl x::Structure for DVSSecurityPolicy {}
 impl std::fmt::Debug for DVSSecurityPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSSecurityPolicy", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSSecurityPolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DVSSecurityPolicy {
@@ -1964,12 +1964,12 @@ impl x::SchemaType for DVSSelection {
 impl x::Structure for DVSSelection {}
 impl std::fmt::Debug for DVSSelection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSSelection", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSSelection {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVSSelection {
@@ -2021,12 +2021,12 @@ impl x::SchemaType for DVSSummary {
 impl x::Structure for DVSSummary {}
 impl std::fmt::Debug for DVSSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSSummary", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSSummary {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DVSSummary {
@@ -2105,12 +2105,12 @@ impl x::SchemaType for DVSTrafficShapingPolicy {
 impl x::Structure for DVSTrafficShapingPolicy {}
 impl std::fmt::Debug for DVSTrafficShapingPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSTrafficShapingPolicy", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSTrafficShapingPolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DVSTrafficShapingPolicy {
@@ -2161,12 +2161,12 @@ impl x::SchemaType for DVSUplinkPortPolicy {
 impl x::Structure for DVSUplinkPortPolicy {}
 impl std::fmt::Debug for DVSUplinkPortPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSUplinkPortPolicy", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSUplinkPortPolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVSUplinkPortPolicy {
@@ -2195,12 +2195,12 @@ impl x::SchemaType for DVSVendorSpecificConfig {
 impl x::Structure for DVSVendorSpecificConfig {}
 impl std::fmt::Debug for DVSVendorSpecificConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSVendorSpecificConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSVendorSpecificConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DVSVendorSpecificConfig {
@@ -2262,12 +2262,12 @@ impl x::SchemaType for DVSVmVnicNetworkResourcePool {
 impl x::Structure for DVSVmVnicNetworkResourcePool {}
 impl std::fmt::Debug for DVSVmVnicNetworkResourcePool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSVmVnicNetworkResourcePool", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSVmVnicNetworkResourcePool {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVSVmVnicNetworkResourcePool {

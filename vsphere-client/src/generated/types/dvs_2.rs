@@ -5,6 +5,147 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `DvsProfile` (extends `ApplyProfile`).
+///
+/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct DvsProfile {
+    /// The fields `DvsProfile` inherits from `ApplyProfile`.
+    pub apply_profile: ApplyProfile,
+    /// `key`.
+    pub key: String,
+    /// `name`.
+    pub name: String,
+    /// `uplink`.
+    pub uplink: Vec<PnicUplinkProfile>,
+}
+impl x::SchemaType for DvsProfile {
+    const TYPE_NAME: &'static str = "DvsProfile";
+}
+impl x::Structure for DvsProfile {}
+impl std::fmt::Debug for DvsProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DvsProfile", x::fields_ref(self))
+    }
+}
+impl PartialEq for DvsProfile {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for DvsProfile {
+    fn clone(&self) -> Self {
+        Self {
+            apply_profile: self.apply_profile.clone(),
+            key: self.key.clone(),
+            name: self.name.clone(),
+            uplink: x::clone_vec(&self.uplink),
+        }
+    }
+}
+impl std::ops::Deref for DvsProfile {
+    type Target = ApplyProfile;
+    #[inline]
+    fn deref(&self) -> &ApplyProfile {
+        &self.apply_profile
+    }
+}
+impl std::ops::DerefMut for DvsProfile {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ApplyProfile {
+        &mut self.apply_profile
+    }
+}
+impl x::Fields for DvsProfile {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "uplink" => r.read_push(&mut self.uplink),
+            _ => return x::Fields::decode_field(&mut self.apply_profile, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.apply_profile, w);
+        w.write("key", &self.key);
+        w.write("name", &self.name);
+        w.write_vec("uplink", &self.uplink);
+    }
+}
+impl x::ArrayItem for DvsProfile {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfDvsProfile";
+    const ITEM_TAG: &'static str = "DvsProfile";
+}
+/// `DvsPuntNetworkRuleAction` (extends `DvsNetworkRuleAction`).
+#[derive(Clone, Default)]
+pub struct DvsPuntNetworkRuleAction {}
+impl x::SchemaType for DvsPuntNetworkRuleAction {
+    const TYPE_NAME: &'static str = "DvsPuntNetworkRuleAction";
+}
+impl x::Structure for DvsPuntNetworkRuleAction {}
+impl std::fmt::Debug for DvsPuntNetworkRuleAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DvsPuntNetworkRuleAction", x::fields_ref(self))
+    }
+}
+impl PartialEq for DvsPuntNetworkRuleAction {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for DvsPuntNetworkRuleAction {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `DvsRateLimitNetworkRuleAction` (extends `DvsNetworkRuleAction`).
+#[derive(Clone, Default)]
+pub struct DvsRateLimitNetworkRuleAction {
+    /// `packetsPerSecond`.
+    pub packets_per_second: i32,
+}
+impl x::SchemaType for DvsRateLimitNetworkRuleAction {
+    const TYPE_NAME: &'static str = "DvsRateLimitNetworkRuleAction";
+}
+impl x::Structure for DvsRateLimitNetworkRuleAction {}
+impl std::fmt::Debug for DvsRateLimitNetworkRuleAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DvsRateLimitNetworkRuleAction", x::fields_ref(self))
+    }
+}
+impl PartialEq for DvsRateLimitNetworkRuleAction {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for DvsRateLimitNetworkRuleAction {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "packetsPerSecond" => r.read(&mut self.packets_per_second),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("packetsPerSecond", &self.packets_per_second);
+    }
+}
 #[cfg(feature = "all-events")]
 /// `DvsReconfiguredEvent` (extends `DvsEvent`).
 ///
@@ -27,13 +168,13 @@ impl x::Structure for DvsReconfiguredEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsReconfiguredEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsReconfiguredEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsReconfiguredEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -94,13 +235,13 @@ impl x::Structure for DvsRenamedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsRenamedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsRenamedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsRenamedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -161,12 +302,12 @@ impl x::SchemaType for DvsResourceRuntimeInfo {
 impl x::Structure for DvsResourceRuntimeInfo {}
 impl std::fmt::Debug for DvsResourceRuntimeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsResourceRuntimeInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsResourceRuntimeInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DvsResourceRuntimeInfo {
@@ -230,13 +371,13 @@ impl x::Structure for DvsRestoreEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsRestoreEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsRestoreEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsRestoreEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -290,13 +431,13 @@ impl x::Structure for DvsScopeViolated {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for DvsScopeViolated {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsScopeViolated", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for DvsScopeViolated {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -359,12 +500,12 @@ impl x::SchemaType for DvsServiceConsoleVNicProfile {
 impl x::Structure for DvsServiceConsoleVNicProfile {}
 impl std::fmt::Debug for DvsServiceConsoleVNicProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsServiceConsoleVNicProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsServiceConsoleVNicProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DvsServiceConsoleVNicProfile {
@@ -413,12 +554,12 @@ impl x::SchemaType for DvsSingleIpPort {
 impl x::Structure for DvsSingleIpPort {}
 impl std::fmt::Debug for DvsSingleIpPort {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsSingleIpPort", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsSingleIpPort {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DvsSingleIpPort {
@@ -468,12 +609,12 @@ impl x::SchemaType for DvsSystemTrafficNetworkRuleQualifier {
 impl x::Structure for DvsSystemTrafficNetworkRuleQualifier {}
 impl std::fmt::Debug for DvsSystemTrafficNetworkRuleQualifier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsSystemTrafficNetworkRuleQualifier", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsSystemTrafficNetworkRuleQualifier {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DvsSystemTrafficNetworkRuleQualifier {
@@ -529,12 +670,12 @@ impl x::SchemaType for DvsTrafficFilterConfig {
 impl x::Structure for DvsTrafficFilterConfig {}
 impl std::fmt::Debug for DvsTrafficFilterConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsTrafficFilterConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsTrafficFilterConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DvsTrafficFilterConfig {
@@ -584,12 +725,12 @@ impl x::SchemaType for DvsTrafficFilterConfigSpec {
 impl x::Structure for DvsTrafficFilterConfigSpec {}
 impl std::fmt::Debug for DvsTrafficFilterConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsTrafficFilterConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsTrafficFilterConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DvsTrafficFilterConfigSpec {
@@ -651,12 +792,12 @@ impl x::SchemaType for DvsTrafficRule {
 impl x::Structure for DvsTrafficRule {}
 impl std::fmt::Debug for DvsTrafficRule {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsTrafficRule", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsTrafficRule {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DvsTrafficRule {
@@ -720,12 +861,12 @@ impl x::SchemaType for DvsTrafficRuleset {
 impl x::Structure for DvsTrafficRuleset {}
 impl std::fmt::Debug for DvsTrafficRuleset {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsTrafficRuleset", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsTrafficRuleset {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DvsTrafficRuleset {
@@ -775,12 +916,12 @@ impl x::SchemaType for DvsUpdateTagNetworkRuleAction {
 impl x::Structure for DvsUpdateTagNetworkRuleAction {}
 impl std::fmt::Debug for DvsUpdateTagNetworkRuleAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsUpdateTagNetworkRuleAction", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsUpdateTagNetworkRuleAction {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DvsUpdateTagNetworkRuleAction {
@@ -822,13 +963,13 @@ impl x::Structure for DvsUpgradeAvailableEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsUpgradeAvailableEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsUpgradeAvailableEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsUpgradeAvailableEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -885,13 +1026,13 @@ impl x::Structure for DvsUpgradeInProgressEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsUpgradeInProgressEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsUpgradeInProgressEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsUpgradeInProgressEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -948,13 +1089,13 @@ impl x::Structure for DvsUpgradeRejectedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsUpgradeRejectedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsUpgradeRejectedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsUpgradeRejectedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1011,13 +1152,13 @@ impl x::Structure for DvsUpgradedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for DvsUpgradedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsUpgradedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for DvsUpgradedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1072,12 +1213,12 @@ impl x::SchemaType for DvsVNicProfile {
 impl x::Structure for DvsVNicProfile {}
 impl std::fmt::Debug for DvsVNicProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsVNicProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsVNicProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for DvsVNicProfile {
@@ -1137,12 +1278,16 @@ impl x::SchemaType for DvsVmVnicNetworkResourcePoolRuntimeInfo {
 impl x::Structure for DvsVmVnicNetworkResourcePoolRuntimeInfo {}
 impl std::fmt::Debug for DvsVmVnicNetworkResourcePoolRuntimeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DvsVmVnicNetworkResourcePoolRuntimeInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DvsVmVnicNetworkResourcePoolRuntimeInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DvsVmVnicNetworkResourcePoolRuntimeInfo {
@@ -1203,12 +1348,12 @@ impl x::SchemaType for DvsVmVnicResourceAllocation {
 impl x::Structure for DvsVmVnicResourceAllocation {}
 impl std::fmt::Debug for DvsVmVnicResourceAllocation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsVmVnicResourceAllocation", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsVmVnicResourceAllocation {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DvsVmVnicResourceAllocation {
@@ -1250,12 +1395,12 @@ impl x::SchemaType for DvsVmVnicResourcePoolConfigSpec {
 impl x::Structure for DvsVmVnicResourcePoolConfigSpec {}
 impl std::fmt::Debug for DvsVmVnicResourcePoolConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsVmVnicResourcePoolConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsVmVnicResourcePoolConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DvsVmVnicResourcePoolConfigSpec {
@@ -1305,12 +1450,12 @@ impl x::SchemaType for DvsVnicAllocatedResource {
 impl x::Structure for DvsVnicAllocatedResource {}
 impl std::fmt::Debug for DvsVnicAllocatedResource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DvsVnicAllocatedResource", x::fields_ref(self))
     }
 }
 impl PartialEq for DvsVnicAllocatedResource {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DvsVnicAllocatedResource {

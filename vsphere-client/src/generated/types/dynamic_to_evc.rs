@@ -17,12 +17,12 @@ impl x::SchemaType for DynamicArray {
 impl x::Structure for DynamicArray {}
 impl std::fmt::Debug for DynamicArray {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DynamicArray", x::fields_ref(self))
     }
 }
 impl PartialEq for DynamicArray {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DynamicArray {
@@ -58,12 +58,12 @@ impl x::SchemaType for DynamicData {
 impl x::Structure for DynamicData {}
 impl std::fmt::Debug for DynamicData {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DynamicData", x::fields_ref(self))
     }
 }
 impl PartialEq for DynamicData {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DynamicData {
@@ -90,12 +90,12 @@ impl x::SchemaType for DynamicProperty {
 impl x::Structure for DynamicProperty {}
 impl std::fmt::Debug for DynamicProperty {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DynamicProperty", x::fields_ref(self))
     }
 }
 impl PartialEq for DynamicProperty {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DynamicProperty {
@@ -141,13 +141,13 @@ impl x::Structure for EVCAdmissionFailed {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for EVCAdmissionFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EVCAdmissionFailed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for EVCAdmissionFailed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -219,13 +219,13 @@ impl x::Structure for EVCAdmissionFailedCPUFeaturesForMode {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for EVCAdmissionFailedCPUFeaturesForMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EVCAdmissionFailedCPUFeaturesForMode", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for EVCAdmissionFailedCPUFeaturesForMode {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -280,13 +280,13 @@ impl x::Structure for EVCAdmissionFailedCPUModel {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for EVCAdmissionFailedCPUModel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EVCAdmissionFailedCPUModel", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for EVCAdmissionFailedCPUModel {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -338,13 +338,13 @@ impl x::Structure for EVCAdmissionFailedCPUModelForMode {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for EVCAdmissionFailedCPUModelForMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EVCAdmissionFailedCPUModelForMode", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for EVCAdmissionFailedCPUModelForMode {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -403,13 +403,13 @@ impl x::Structure for EVCAdmissionFailedCPUVendor {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for EVCAdmissionFailedCPUVendor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EVCAdmissionFailedCPUVendor", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for EVCAdmissionFailedCPUVendor {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -466,13 +466,13 @@ impl x::Structure for EVCAdmissionFailedCPUVendorUnknown {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for EVCAdmissionFailedCPUVendorUnknown {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EVCAdmissionFailedCPUVendorUnknown", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for EVCAdmissionFailedCPUVendorUnknown {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -522,13 +522,13 @@ impl x::Structure for EVCAdmissionFailedHostDisconnected {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for EVCAdmissionFailedHostDisconnected {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EVCAdmissionFailedHostDisconnected", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for EVCAdmissionFailedHostDisconnected {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -578,13 +578,13 @@ impl x::Structure for EVCAdmissionFailedHostSoftware {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for EVCAdmissionFailedHostSoftware {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EVCAdmissionFailedHostSoftware", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for EVCAdmissionFailedHostSoftware {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -634,13 +634,13 @@ impl x::Structure for EVCAdmissionFailedHostSoftwareForMode {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for EVCAdmissionFailedHostSoftwareForMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EVCAdmissionFailedHostSoftwareForMode", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for EVCAdmissionFailedHostSoftwareForMode {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -690,13 +690,13 @@ impl x::Structure for EVCAdmissionFailedVmActive {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for EVCAdmissionFailedVmActive {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EVCAdmissionFailedVmActive", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for EVCAdmissionFailedVmActive {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -748,13 +748,13 @@ impl x::Structure for EVCConfigFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for EVCConfigFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EVCConfigFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for EVCConfigFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -828,12 +828,12 @@ impl x::SchemaType for EVCMode {
 impl x::Structure for EVCMode {}
 impl std::fmt::Debug for EVCMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EVCMode", x::fields_ref(self))
     }
 }
 impl PartialEq for EVCMode {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for EVCMode {
@@ -919,13 +919,13 @@ impl x::Structure for EVCModeIllegalByVendor {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for EVCModeIllegalByVendor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EVCModeIllegalByVendor", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for EVCModeIllegalByVendor {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -988,13 +988,13 @@ impl x::Structure for EVCModeUnsupportedByHosts {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for EVCModeUnsupportedByHosts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EVCModeUnsupportedByHosts", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for EVCModeUnsupportedByHosts {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1068,13 +1068,13 @@ impl x::Structure for EVCUnsupportedByHostHardware {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for EVCUnsupportedByHostHardware {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EVCUnsupportedByHostHardware", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for EVCUnsupportedByHostHardware {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1145,13 +1145,13 @@ impl x::Structure for EVCUnsupportedByHostSoftware {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for EVCUnsupportedByHostSoftware {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EVCUnsupportedByHostSoftware", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for EVCUnsupportedByHostSoftware {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]

@@ -23,13 +23,13 @@ impl x::Structure for EightHostLimitViolated {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for EightHostLimitViolated {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EightHostLimitViolated", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for EightHostLimitViolated {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -79,12 +79,12 @@ impl x::SchemaType for ElementDescription {
 impl x::Structure for ElementDescription {}
 impl std::fmt::Debug for ElementDescription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ElementDescription", x::fields_ref(self))
     }
 }
 impl PartialEq for ElementDescription {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ElementDescription {
@@ -138,13 +138,13 @@ impl x::Structure for EncryptionKeyRequired {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for EncryptionKeyRequired {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EncryptionKeyRequired", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for EncryptionKeyRequired {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -208,13 +208,13 @@ impl x::Structure for EnteredMaintenanceModeEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for EnteredMaintenanceModeEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EnteredMaintenanceModeEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for EnteredMaintenanceModeEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -264,13 +264,13 @@ impl x::Structure for EnteredStandbyModeEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for EnteredStandbyModeEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EnteredStandbyModeEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for EnteredStandbyModeEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -320,13 +320,13 @@ impl x::Structure for EnteringMaintenanceModeEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for EnteringMaintenanceModeEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EnteringMaintenanceModeEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for EnteringMaintenanceModeEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -376,13 +376,13 @@ impl x::Structure for EnteringStandbyModeEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for EnteringStandbyModeEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EnteringStandbyModeEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for EnteringStandbyModeEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -423,12 +423,12 @@ impl x::SchemaType for EntityBackup {
 impl x::Structure for EntityBackup {}
 impl std::fmt::Debug for EntityBackup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EntityBackup", x::fields_ref(self))
     }
 }
 impl PartialEq for EntityBackup {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for EntityBackup {
@@ -463,12 +463,12 @@ impl x::SchemaType for EntityBackupConfig {
 impl x::Structure for EntityBackupConfig {}
 impl std::fmt::Debug for EntityBackupConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EntityBackupConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for EntityBackupConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for EntityBackupConfig {
@@ -516,12 +516,12 @@ impl x::SchemaType for EntityEventArgument {
 impl x::Structure for EntityEventArgument {}
 impl std::fmt::Debug for EntityEventArgument {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EntityEventArgument", x::fields_ref(self))
     }
 }
 impl PartialEq for EntityEventArgument {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for EntityEventArgument {
@@ -555,12 +555,12 @@ impl x::SchemaType for EntityPrivilege {
 impl x::Structure for EntityPrivilege {}
 impl std::fmt::Debug for EntityPrivilege {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EntityPrivilege", x::fields_ref(self))
     }
 }
 impl PartialEq for EntityPrivilege {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for EntityPrivilege {
@@ -608,12 +608,12 @@ impl x::SchemaType for EnumDescription {
 impl x::Structure for EnumDescription {}
 impl std::fmt::Debug for EnumDescription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EnumDescription", x::fields_ref(self))
     }
 }
 impl PartialEq for EnumDescription {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for EnumDescription {
@@ -663,12 +663,16 @@ impl x::SchemaType for EnvironmentBrowserConfigOptionQuerySpec {
 impl x::Structure for EnvironmentBrowserConfigOptionQuerySpec {}
 impl std::fmt::Debug for EnvironmentBrowserConfigOptionQuerySpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "EnvironmentBrowserConfigOptionQuerySpec",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for EnvironmentBrowserConfigOptionQuerySpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for EnvironmentBrowserConfigOptionQuerySpec {
@@ -719,13 +723,13 @@ impl x::Structure for ErrorUpgradeEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ErrorUpgradeEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ErrorUpgradeEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ErrorUpgradeEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -769,12 +773,12 @@ impl x::SchemaType for EvaluationLicenseSource {
 impl x::Structure for EvaluationLicenseSource {}
 impl std::fmt::Debug for EvaluationLicenseSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EvaluationLicenseSource", x::fields_ref(self))
     }
 }
 impl PartialEq for EvaluationLicenseSource {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for EvaluationLicenseSource {
@@ -840,12 +844,12 @@ impl x::SchemaType for Event {
 impl x::Structure for Event {}
 impl std::fmt::Debug for Event {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "Event", x::fields_ref(self))
     }
 }
 impl PartialEq for Event {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for Event {
@@ -917,12 +921,12 @@ impl x::SchemaType for EventAlarmExpression {
 impl x::Structure for EventAlarmExpression {}
 impl std::fmt::Debug for EventAlarmExpression {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EventAlarmExpression", x::fields_ref(self))
     }
 }
 impl PartialEq for EventAlarmExpression {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for EventAlarmExpression {
@@ -977,12 +981,12 @@ impl x::SchemaType for EventAlarmExpressionComparison {
 impl x::Structure for EventAlarmExpressionComparison {}
 impl std::fmt::Debug for EventAlarmExpressionComparison {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EventAlarmExpressionComparison", x::fields_ref(self))
     }
 }
 impl PartialEq for EventAlarmExpressionComparison {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for EventAlarmExpressionComparison {
@@ -1026,12 +1030,12 @@ impl x::SchemaType for EventArgDesc {
 impl x::Structure for EventArgDesc {}
 impl std::fmt::Debug for EventArgDesc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EventArgDesc", x::fields_ref(self))
     }
 }
 impl PartialEq for EventArgDesc {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for EventArgDesc {
@@ -1068,12 +1072,12 @@ impl x::SchemaType for EventArgument {
 impl x::Structure for EventArgument {}
 impl std::fmt::Debug for EventArgument {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EventArgument", x::fields_ref(self))
     }
 }
 impl PartialEq for EventArgument {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for EventArgument {
@@ -1102,12 +1106,12 @@ impl x::SchemaType for EventDescription {
 impl x::Structure for EventDescription {}
 impl std::fmt::Debug for EventDescription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EventDescription", x::fields_ref(self))
     }
 }
 impl PartialEq for EventDescription {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for EventDescription {
@@ -1168,12 +1172,12 @@ impl x::SchemaType for EventDescriptionEventDetail {
 impl x::Structure for EventDescriptionEventDetail {}
 impl std::fmt::Debug for EventDescriptionEventDetail {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EventDescriptionEventDetail", x::fields_ref(self))
     }
 }
 impl PartialEq for EventDescriptionEventDetail {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for EventDescriptionEventDetail {
@@ -1247,13 +1251,13 @@ impl x::Structure for EventEx {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for EventEx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EventEx", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for EventEx {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1366,12 +1370,12 @@ impl x::SchemaType for EventFilterSpec {
 impl x::Structure for EventFilterSpec {}
 impl std::fmt::Debug for EventFilterSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EventFilterSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for EventFilterSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for EventFilterSpec {
@@ -1466,12 +1470,12 @@ impl x::SchemaType for EventFilterSpecByEntity {
 impl x::Structure for EventFilterSpecByEntity {}
 impl std::fmt::Debug for EventFilterSpecByEntity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EventFilterSpecByEntity", x::fields_ref(self))
     }
 }
 impl PartialEq for EventFilterSpecByEntity {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for EventFilterSpecByEntity {
@@ -1507,12 +1511,12 @@ impl x::SchemaType for EventFilterSpecByTime {
 impl x::Structure for EventFilterSpecByTime {}
 impl std::fmt::Debug for EventFilterSpecByTime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EventFilterSpecByTime", x::fields_ref(self))
     }
 }
 impl PartialEq for EventFilterSpecByTime {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for EventFilterSpecByTime {
@@ -1548,12 +1552,12 @@ impl x::SchemaType for EventFilterSpecByUsername {
 impl x::Structure for EventFilterSpecByUsername {}
 impl std::fmt::Debug for EventFilterSpecByUsername {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EventFilterSpecByUsername", x::fields_ref(self))
     }
 }
 impl PartialEq for EventFilterSpecByUsername {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for EventFilterSpecByUsername {
@@ -1596,12 +1600,12 @@ impl x::SchemaType for EventManagerEventViewSpec {
 impl x::Structure for EventManagerEventViewSpec {}
 impl std::fmt::Debug for EventManagerEventViewSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EventManagerEventViewSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for EventManagerEventViewSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for EventManagerEventViewSpec {
@@ -1636,12 +1640,12 @@ impl x::SchemaType for EventManagerViewByStartId {
 impl x::Structure for EventManagerViewByStartId {}
 impl std::fmt::Debug for EventManagerViewByStartId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EventManagerViewByStartId", x::fields_ref(self))
     }
 }
 impl PartialEq for EventManagerViewByStartId {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for EventManagerViewByStartId {

@@ -23,13 +23,13 @@ impl x::Structure for ExitMaintenanceModeEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ExitMaintenanceModeEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExitMaintenanceModeEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ExitMaintenanceModeEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -79,13 +79,13 @@ impl x::Structure for ExitStandbyModeFailedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ExitStandbyModeFailedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExitStandbyModeFailedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ExitStandbyModeFailedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -135,13 +135,13 @@ impl x::Structure for ExitedStandbyModeEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ExitedStandbyModeEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExitedStandbyModeEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ExitedStandbyModeEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -191,13 +191,13 @@ impl x::Structure for ExitingStandbyModeEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ExitingStandbyModeEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExitingStandbyModeEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ExitingStandbyModeEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -247,13 +247,13 @@ impl x::Structure for ExpiredAddonLicense {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ExpiredAddonLicense {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExpiredAddonLicense", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ExpiredAddonLicense {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -303,13 +303,13 @@ impl x::Structure for ExpiredEditionLicense {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ExpiredEditionLicense {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExpiredEditionLicense", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ExpiredEditionLicense {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -365,13 +365,13 @@ impl x::Structure for ExpiredFeatureLicense {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ExpiredFeatureLicense {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExpiredFeatureLicense", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ExpiredFeatureLicense {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -430,12 +430,12 @@ impl x::SchemaType for ExtExtendedProductInfo {
 impl x::Structure for ExtExtendedProductInfo {}
 impl std::fmt::Debug for ExtExtendedProductInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExtExtendedProductInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ExtExtendedProductInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ExtExtendedProductInfo {
@@ -479,12 +479,12 @@ impl x::SchemaType for ExtManagedEntityInfo {
 impl x::Structure for ExtManagedEntityInfo {}
 impl std::fmt::Debug for ExtManagedEntityInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExtManagedEntityInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ExtManagedEntityInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ExtManagedEntityInfo {
@@ -528,12 +528,12 @@ impl x::SchemaType for ExtSolutionManagerInfo {
 impl x::Structure for ExtSolutionManagerInfo {}
 impl std::fmt::Debug for ExtSolutionManagerInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExtSolutionManagerInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ExtSolutionManagerInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ExtSolutionManagerInfo {
@@ -577,12 +577,12 @@ impl x::SchemaType for ExtSolutionManagerInfoTabInfo {
 impl x::Structure for ExtSolutionManagerInfoTabInfo {}
 impl std::fmt::Debug for ExtSolutionManagerInfoTabInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExtSolutionManagerInfoTabInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ExtSolutionManagerInfoTabInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ExtSolutionManagerInfoTabInfo {
@@ -626,12 +626,12 @@ impl x::SchemaType for ExtendedDescription {
 impl x::Structure for ExtendedDescription {}
 impl std::fmt::Debug for ExtendedDescription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExtendedDescription", x::fields_ref(self))
     }
 }
 impl PartialEq for ExtendedDescription {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ExtendedDescription {
@@ -694,12 +694,12 @@ impl x::SchemaType for ExtendedElementDescription {
 impl x::Structure for ExtendedElementDescription {}
 impl std::fmt::Debug for ExtendedElementDescription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExtendedElementDescription", x::fields_ref(self))
     }
 }
 impl PartialEq for ExtendedElementDescription {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ExtendedElementDescription {
@@ -768,13 +768,13 @@ impl x::Structure for ExtendedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ExtendedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExtendedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ExtendedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -844,13 +844,13 @@ impl x::Structure for ExtendedEventPair {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ExtendedEventPair {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExtendedEventPair", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ExtendedEventPair {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -900,13 +900,13 @@ impl x::Structure for ExtendedFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ExtendedFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExtendedFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ExtendedFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1005,12 +1005,12 @@ impl x::SchemaType for Extension {
 impl x::Structure for Extension {}
 impl std::fmt::Debug for Extension {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "Extension", x::fields_ref(self))
     }
 }
 impl PartialEq for Extension {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for Extension {
@@ -1118,12 +1118,12 @@ impl x::SchemaType for ExtensionClientInfo {
 impl x::Structure for ExtensionClientInfo {}
 impl std::fmt::Debug for ExtensionClientInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExtensionClientInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ExtensionClientInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ExtensionClientInfo {
@@ -1169,12 +1169,12 @@ impl x::SchemaType for ExtensionEventTypeInfo {
 impl x::Structure for ExtensionEventTypeInfo {}
 impl std::fmt::Debug for ExtensionEventTypeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExtensionEventTypeInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ExtensionEventTypeInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ExtensionEventTypeInfo {
@@ -1212,12 +1212,12 @@ impl x::SchemaType for ExtensionFaultTypeInfo {
 impl x::Structure for ExtensionFaultTypeInfo {}
 impl std::fmt::Debug for ExtensionFaultTypeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExtensionFaultTypeInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ExtensionFaultTypeInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ExtensionFaultTypeInfo {
@@ -1253,12 +1253,12 @@ impl x::SchemaType for ExtensionHealthInfo {
 impl x::Structure for ExtensionHealthInfo {}
 impl std::fmt::Debug for ExtensionHealthInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExtensionHealthInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ExtensionHealthInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ExtensionHealthInfo {
@@ -1292,12 +1292,12 @@ impl x::SchemaType for ExtensionManagerIpAllocationUsage {
 impl x::Structure for ExtensionManagerIpAllocationUsage {}
 impl std::fmt::Debug for ExtensionManagerIpAllocationUsage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExtensionManagerIpAllocationUsage", x::fields_ref(self))
     }
 }
 impl PartialEq for ExtensionManagerIpAllocationUsage {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ExtensionManagerIpAllocationUsage {
@@ -1337,12 +1337,12 @@ impl x::SchemaType for ExtensionOvfConsumerInfo {
 impl x::Structure for ExtensionOvfConsumerInfo {}
 impl std::fmt::Debug for ExtensionOvfConsumerInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExtensionOvfConsumerInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ExtensionOvfConsumerInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ExtensionOvfConsumerInfo {
@@ -1386,12 +1386,12 @@ impl x::SchemaType for ExtensionPrivilegeInfo {
 impl x::Structure for ExtensionPrivilegeInfo {}
 impl std::fmt::Debug for ExtensionPrivilegeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExtensionPrivilegeInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ExtensionPrivilegeInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ExtensionPrivilegeInfo {
@@ -1433,12 +1433,12 @@ impl x::SchemaType for ExtensionResourceInfo {
 impl x::Structure for ExtensionResourceInfo {}
 impl std::fmt::Debug for ExtensionResourceInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExtensionResourceInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ExtensionResourceInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ExtensionResourceInfo {
@@ -1501,12 +1501,12 @@ impl x::SchemaType for ExtensionServerInfo {
 impl x::Structure for ExtensionServerInfo {}
 impl std::fmt::Debug for ExtensionServerInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExtensionServerInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ExtensionServerInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ExtensionServerInfo {
@@ -1575,12 +1575,12 @@ impl x::SchemaType for ExtensionTaskTypeInfo {
 impl x::Structure for ExtensionTaskTypeInfo {}
 impl std::fmt::Debug for ExtensionTaskTypeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExtensionTaskTypeInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ExtensionTaskTypeInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ExtensionTaskTypeInfo {

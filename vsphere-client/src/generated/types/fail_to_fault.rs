@@ -29,13 +29,13 @@ impl x::Structure for FailToEnableSPBM {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for FailToEnableSPBM {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FailToEnableSPBM", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for FailToEnableSPBM {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -111,13 +111,13 @@ impl x::Structure for FailToLockFaultToleranceVMs {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for FailToLockFaultToleranceVMs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FailToLockFaultToleranceVMs", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for FailToLockFaultToleranceVMs {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -176,13 +176,13 @@ impl x::Structure for FailoverLevelRestored {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for FailoverLevelRestored {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FailoverLevelRestored", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for FailoverLevelRestored {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -230,12 +230,12 @@ impl x::SchemaType for FailoverNodeInfo {
 impl x::Structure for FailoverNodeInfo {}
 impl std::fmt::Debug for FailoverNodeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FailoverNodeInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for FailoverNodeInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for FailoverNodeInfo {
@@ -271,12 +271,12 @@ impl x::SchemaType for FaultDomainId {
 impl x::Structure for FaultDomainId {}
 impl std::fmt::Debug for FaultDomainId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FaultDomainId", x::fields_ref(self))
     }
 }
 impl PartialEq for FaultDomainId {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for FaultDomainId {
@@ -318,13 +318,13 @@ impl x::Structure for FaultToleranceAntiAffinityViolated {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for FaultToleranceAntiAffinityViolated {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FaultToleranceAntiAffinityViolated", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for FaultToleranceAntiAffinityViolated {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -385,13 +385,13 @@ impl x::Structure for FaultToleranceCannotEditMem {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for FaultToleranceCannotEditMem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FaultToleranceCannotEditMem", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for FaultToleranceCannotEditMem {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -450,12 +450,12 @@ impl x::SchemaType for FaultToleranceConfigInfo {
 impl x::Structure for FaultToleranceConfigInfo {}
 impl std::fmt::Debug for FaultToleranceConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FaultToleranceConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for FaultToleranceConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for FaultToleranceConfigInfo {
@@ -513,12 +513,12 @@ impl x::SchemaType for FaultToleranceConfigSpec {
 impl x::Structure for FaultToleranceConfigSpec {}
 impl std::fmt::Debug for FaultToleranceConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FaultToleranceConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for FaultToleranceConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for FaultToleranceConfigSpec {
@@ -584,13 +584,13 @@ impl x::Structure for FaultToleranceCpuIncompatible {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for FaultToleranceCpuIncompatible {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FaultToleranceCpuIncompatible", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for FaultToleranceCpuIncompatible {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -645,12 +645,12 @@ impl x::SchemaType for FaultToleranceDiskSpec {
 impl x::Structure for FaultToleranceDiskSpec {}
 impl std::fmt::Debug for FaultToleranceDiskSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FaultToleranceDiskSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for FaultToleranceDiskSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for FaultToleranceDiskSpec {
@@ -688,12 +688,12 @@ impl x::SchemaType for FaultToleranceMetaSpec {
 impl x::Structure for FaultToleranceMetaSpec {}
 impl std::fmt::Debug for FaultToleranceMetaSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FaultToleranceMetaSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for FaultToleranceMetaSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for FaultToleranceMetaSpec {
@@ -733,13 +733,13 @@ impl x::Structure for FaultToleranceNeedsThickDisk {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for FaultToleranceNeedsThickDisk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FaultToleranceNeedsThickDisk", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for FaultToleranceNeedsThickDisk {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -796,13 +796,13 @@ impl x::Structure for FaultToleranceNotLicensed {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for FaultToleranceNotLicensed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FaultToleranceNotLicensed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for FaultToleranceNotLicensed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -865,13 +865,13 @@ impl x::Structure for FaultToleranceNotSameBuild {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for FaultToleranceNotSameBuild {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FaultToleranceNotSameBuild", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for FaultToleranceNotSameBuild {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -924,12 +924,12 @@ impl x::SchemaType for FaultTolerancePrimaryConfigInfo {
 impl x::Structure for FaultTolerancePrimaryConfigInfo {}
 impl std::fmt::Debug for FaultTolerancePrimaryConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FaultTolerancePrimaryConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for FaultTolerancePrimaryConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for FaultTolerancePrimaryConfigInfo {
@@ -999,13 +999,17 @@ impl x::Structure for FaultTolerancePrimaryPowerOnNotAttempted {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for FaultTolerancePrimaryPowerOnNotAttempted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "FaultTolerancePrimaryPowerOnNotAttempted",
+            x::fields_ref(self),
+        )
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for FaultTolerancePrimaryPowerOnNotAttempted {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1066,12 +1070,12 @@ impl x::SchemaType for FaultToleranceSecondaryConfigInfo {
 impl x::Structure for FaultToleranceSecondaryConfigInfo {}
 impl std::fmt::Debug for FaultToleranceSecondaryConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FaultToleranceSecondaryConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for FaultToleranceSecondaryConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for FaultToleranceSecondaryConfigInfo {
@@ -1127,12 +1131,12 @@ impl x::SchemaType for FaultToleranceSecondaryOpResult {
 impl x::Structure for FaultToleranceSecondaryOpResult {}
 impl std::fmt::Debug for FaultToleranceSecondaryOpResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FaultToleranceSecondaryOpResult", x::fields_ref(self))
     }
 }
 impl PartialEq for FaultToleranceSecondaryOpResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for FaultToleranceSecondaryOpResult {
@@ -1170,12 +1174,12 @@ impl x::SchemaType for FaultToleranceVMConfigSpec {
 impl x::Structure for FaultToleranceVMConfigSpec {}
 impl std::fmt::Debug for FaultToleranceVMConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FaultToleranceVMConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for FaultToleranceVMConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for FaultToleranceVMConfigSpec {
@@ -1227,13 +1231,13 @@ impl x::Structure for FaultToleranceVmNotDasProtected {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for FaultToleranceVmNotDasProtected {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FaultToleranceVmNotDasProtected", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for FaultToleranceVmNotDasProtected {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]

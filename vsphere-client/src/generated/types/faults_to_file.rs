@@ -19,12 +19,12 @@ impl x::SchemaType for FaultsByHost {
 impl x::Structure for FaultsByHost {}
 impl std::fmt::Debug for FaultsByHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FaultsByHost", x::fields_ref(self))
     }
 }
 impl PartialEq for FaultsByHost {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for FaultsByHost {
@@ -72,12 +72,12 @@ impl x::SchemaType for FaultsByVM {
 impl x::Structure for FaultsByVM {}
 impl std::fmt::Debug for FaultsByVM {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FaultsByVM", x::fields_ref(self))
     }
 }
 impl PartialEq for FaultsByVM {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for FaultsByVM {
@@ -131,12 +131,12 @@ impl x::SchemaType for FcoeConfig {
 impl x::Structure for FcoeConfig {}
 impl std::fmt::Debug for FcoeConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FcoeConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for FcoeConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for FcoeConfig {
@@ -191,12 +191,12 @@ impl x::SchemaType for FcoeConfigFcoeCapabilities {
 impl x::Structure for FcoeConfigFcoeCapabilities {}
 impl std::fmt::Debug for FcoeConfigFcoeCapabilities {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FcoeConfigFcoeCapabilities", x::fields_ref(self))
     }
 }
 impl PartialEq for FcoeConfigFcoeCapabilities {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for FcoeConfigFcoeCapabilities {
@@ -238,12 +238,12 @@ impl x::SchemaType for FcoeConfigFcoeSpecification {
 impl x::Structure for FcoeConfigFcoeSpecification {}
 impl std::fmt::Debug for FcoeConfigFcoeSpecification {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FcoeConfigFcoeSpecification", x::fields_ref(self))
     }
 }
 impl PartialEq for FcoeConfigFcoeSpecification {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for FcoeConfigFcoeSpecification {
@@ -293,12 +293,12 @@ impl x::SchemaType for FcoeConfigVlanRange {
 impl x::Structure for FcoeConfigVlanRange {}
 impl std::fmt::Debug for FcoeConfigVlanRange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FcoeConfigVlanRange", x::fields_ref(self))
     }
 }
 impl PartialEq for FcoeConfigVlanRange {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for FcoeConfigVlanRange {
@@ -342,13 +342,13 @@ impl x::Structure for FcoeFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for FcoeFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FcoeFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for FcoeFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -400,13 +400,13 @@ impl x::Structure for FcoeFaultPnicHasNoPortSet {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for FcoeFaultPnicHasNoPortSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FcoeFaultPnicHasNoPortSet", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for FcoeFaultPnicHasNoPortSet {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -463,12 +463,12 @@ impl x::SchemaType for FeatureEVCMode {
 impl x::Structure for FeatureEVCMode {}
 impl std::fmt::Debug for FeatureEVCMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FeatureEVCMode", x::fields_ref(self))
     }
 }
 impl PartialEq for FeatureEVCMode {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for FeatureEVCMode {
@@ -544,13 +544,13 @@ impl x::Structure for FeatureRequirementsNotMet {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for FeatureRequirementsNotMet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FeatureRequirementsNotMet", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for FeatureRequirementsNotMet {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -624,12 +624,12 @@ impl x::SchemaType for FileAlreadyExists {
 impl x::Structure for FileAlreadyExists {}
 impl std::fmt::Debug for FileAlreadyExists {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FileAlreadyExists", x::fields_ref(self))
     }
 }
 impl PartialEq for FileAlreadyExists {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for FileAlreadyExists {
@@ -676,13 +676,13 @@ impl x::Structure for FileBackedPortNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for FileBackedPortNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FileBackedPortNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for FileBackedPortNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -738,12 +738,12 @@ impl x::SchemaType for FileBackedVirtualDiskSpec {
 impl x::Structure for FileBackedVirtualDiskSpec {}
 impl std::fmt::Debug for FileBackedVirtualDiskSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FileBackedVirtualDiskSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for FileBackedVirtualDiskSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for FileBackedVirtualDiskSpec {
@@ -818,12 +818,12 @@ impl x::SchemaType for FileFault {
 impl x::Structure for FileFault {}
 impl std::fmt::Debug for FileFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FileFault", x::fields_ref(self))
     }
 }
 impl PartialEq for FileFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for FileFault {
@@ -879,12 +879,12 @@ impl x::SchemaType for FileInfo {
 impl x::Structure for FileInfo {}
 impl std::fmt::Debug for FileInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FileInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for FileInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for FileInfo {
@@ -964,12 +964,12 @@ impl x::SchemaType for FileLockInfo {
 impl x::Structure for FileLockInfo {}
 impl std::fmt::Debug for FileLockInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FileLockInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for FileLockInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for FileLockInfo {
@@ -1032,12 +1032,12 @@ impl x::SchemaType for FileLockInfoResult {
 impl x::Structure for FileLockInfoResult {}
 impl std::fmt::Debug for FileLockInfoResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FileLockInfoResult", x::fields_ref(self))
     }
 }
 impl PartialEq for FileLockInfoResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for FileLockInfoResult {
@@ -1082,12 +1082,12 @@ impl x::SchemaType for FileLocked {
 impl x::Structure for FileLocked {}
 impl std::fmt::Debug for FileLocked {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FileLocked", x::fields_ref(self))
     }
 }
 impl PartialEq for FileLocked {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for FileLocked {
@@ -1134,13 +1134,13 @@ impl x::Structure for FileNameTooLong {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for FileNameTooLong {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FileNameTooLong", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for FileNameTooLong {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1186,12 +1186,12 @@ impl x::SchemaType for FileNotFound {
 impl x::Structure for FileNotFound {}
 impl std::fmt::Debug for FileNotFound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FileNotFound", x::fields_ref(self))
     }
 }
 impl PartialEq for FileNotFound {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for FileNotFound {
@@ -1238,13 +1238,13 @@ impl x::Structure for FileNotWritable {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for FileNotWritable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FileNotWritable", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for FileNotWritable {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1287,12 +1287,12 @@ impl x::SchemaType for FileQuery {
 impl x::Structure for FileQuery {}
 impl std::fmt::Debug for FileQuery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FileQuery", x::fields_ref(self))
     }
 }
 impl PartialEq for FileQuery {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for FileQuery {
@@ -1323,12 +1323,12 @@ impl x::SchemaType for FileQueryFlags {
 impl x::Structure for FileQueryFlags {}
 impl std::fmt::Debug for FileQueryFlags {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FileQueryFlags", x::fields_ref(self))
     }
 }
 impl PartialEq for FileQueryFlags {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for FileQueryFlags {
@@ -1378,13 +1378,13 @@ impl x::Structure for FileTooLarge {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for FileTooLarge {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FileTooLarge", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for FileTooLarge {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1441,12 +1441,12 @@ impl x::SchemaType for FileTransferInformation {
 impl x::Structure for FileTransferInformation {}
 impl std::fmt::Debug for FileTransferInformation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FileTransferInformation", x::fields_ref(self))
     }
 }
 impl PartialEq for FileTransferInformation {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for FileTransferInformation {

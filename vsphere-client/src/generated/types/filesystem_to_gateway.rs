@@ -23,13 +23,13 @@ impl x::Structure for FilesystemQuiesceFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for FilesystemQuiesceFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FilesystemQuiesceFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for FilesystemQuiesceFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -81,13 +81,13 @@ impl x::Structure for FilterInUse {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for FilterInUse {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FilterInUse", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for FilterInUse {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -149,12 +149,12 @@ impl x::SchemaType for FirewallProfile {
 impl x::Structure for FirewallProfile {}
 impl std::fmt::Debug for FirewallProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FirewallProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for FirewallProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for FirewallProfile {
@@ -212,12 +212,12 @@ impl x::SchemaType for FirewallProfileRulesetProfile {
 impl x::Structure for FirewallProfileRulesetProfile {}
 impl std::fmt::Debug for FirewallProfileRulesetProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FirewallProfileRulesetProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for FirewallProfileRulesetProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for FirewallProfileRulesetProfile {
@@ -275,12 +275,12 @@ impl x::SchemaType for FloatOption {
 impl x::Structure for FloatOption {}
 impl std::fmt::Debug for FloatOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FloatOption", x::fields_ref(self))
     }
 }
 impl PartialEq for FloatOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for FloatOption {
@@ -332,12 +332,12 @@ impl x::SchemaType for FloppyImageFileInfo {
 impl x::Structure for FloppyImageFileInfo {}
 impl std::fmt::Debug for FloppyImageFileInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FloppyImageFileInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for FloppyImageFileInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for FloppyImageFileInfo {
@@ -375,12 +375,12 @@ impl x::SchemaType for FloppyImageFileQuery {
 impl x::Structure for FloppyImageFileQuery {}
 impl std::fmt::Debug for FloppyImageFileQuery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FloppyImageFileQuery", x::fields_ref(self))
     }
 }
 impl PartialEq for FloppyImageFileQuery {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for FloppyImageFileQuery {
@@ -409,12 +409,12 @@ impl x::SchemaType for FolderBatchAddHostsToClusterResult {
 impl x::Structure for FolderBatchAddHostsToClusterResult {}
 impl std::fmt::Debug for FolderBatchAddHostsToClusterResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FolderBatchAddHostsToClusterResult", x::fields_ref(self))
     }
 }
 impl PartialEq for FolderBatchAddHostsToClusterResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for FolderBatchAddHostsToClusterResult {
@@ -467,12 +467,12 @@ impl x::SchemaType for FolderBatchAddStandaloneHostsResult {
 impl x::Structure for FolderBatchAddStandaloneHostsResult {}
 impl std::fmt::Debug for FolderBatchAddStandaloneHostsResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FolderBatchAddStandaloneHostsResult", x::fields_ref(self))
     }
 }
 impl PartialEq for FolderBatchAddStandaloneHostsResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for FolderBatchAddStandaloneHostsResult {
@@ -524,13 +524,13 @@ impl x::Structure for FolderEventArgument {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for FolderEventArgument {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FolderEventArgument", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for FolderEventArgument {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -587,12 +587,12 @@ impl x::SchemaType for FolderExternallyManagedFolderInfo {
 impl x::Structure for FolderExternallyManagedFolderInfo {}
 impl std::fmt::Debug for FolderExternallyManagedFolderInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FolderExternallyManagedFolderInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for FolderExternallyManagedFolderInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for FolderExternallyManagedFolderInfo {
@@ -633,12 +633,12 @@ impl x::SchemaType for FolderFailedHostResult {
 impl x::Structure for FolderFailedHostResult {}
 impl std::fmt::Debug for FolderFailedHostResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FolderFailedHostResult", x::fields_ref(self))
     }
 }
 impl PartialEq for FolderFailedHostResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for FolderFailedHostResult {
@@ -682,12 +682,12 @@ impl x::SchemaType for FolderFileInfo {
 impl x::Structure for FolderFileInfo {}
 impl std::fmt::Debug for FolderFileInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FolderFileInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for FolderFileInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for FolderFileInfo {
@@ -725,12 +725,12 @@ impl x::SchemaType for FolderFileQuery {
 impl x::Structure for FolderFileQuery {}
 impl std::fmt::Debug for FolderFileQuery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FolderFileQuery", x::fields_ref(self))
     }
 }
 impl PartialEq for FolderFileQuery {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for FolderFileQuery {
@@ -757,12 +757,12 @@ impl x::SchemaType for FolderNewHostSpec {
 impl x::Structure for FolderNewHostSpec {}
 impl std::fmt::Debug for FolderNewHostSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FolderNewHostSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for FolderNewHostSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for FolderNewHostSpec {
@@ -812,13 +812,13 @@ impl x::Structure for FtIssuesOnHost {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for FtIssuesOnHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FtIssuesOnHost", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for FtIssuesOnHost {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -908,13 +908,13 @@ impl x::Structure for FtVmHostRuleViolation {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for FtVmHostRuleViolation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FtVmHostRuleViolation", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for FtVmHostRuleViolation {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -974,13 +974,13 @@ impl x::Structure for FullStorageVMotionNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for FullStorageVMotionNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "FullStorageVMotionNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for FullStorageVMotionNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1038,13 +1038,13 @@ impl x::Structure for GatewayConnectFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for GatewayConnectFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GatewayConnectFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for GatewayConnectFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1105,13 +1105,13 @@ impl x::Structure for GatewayHostNotReachable {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for GatewayHostNotReachable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GatewayHostNotReachable", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for GatewayHostNotReachable {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1161,13 +1161,13 @@ impl x::Structure for GatewayNotFound {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for GatewayNotFound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GatewayNotFound", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for GatewayNotFound {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1217,13 +1217,13 @@ impl x::Structure for GatewayNotReachable {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for GatewayNotReachable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GatewayNotReachable", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for GatewayNotReachable {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1273,13 +1273,13 @@ impl x::Structure for GatewayOperationRefused {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for GatewayOperationRefused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GatewayOperationRefused", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for GatewayOperationRefused {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1333,13 +1333,13 @@ impl x::Structure for GatewayToHostAuthFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for GatewayToHostAuthFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GatewayToHostAuthFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for GatewayToHostAuthFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1416,13 +1416,13 @@ impl x::Structure for GatewayToHostConnectFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for GatewayToHostConnectFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GatewayToHostConnectFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for GatewayToHostConnectFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1483,13 +1483,13 @@ impl x::Structure for GatewayToHostTrustVerifyFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for GatewayToHostTrustVerifyFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GatewayToHostTrustVerifyFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for GatewayToHostTrustVerifyFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]

@@ -25,13 +25,13 @@ impl x::Structure for GeneralEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for GeneralEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GeneralEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for GeneralEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -86,13 +86,13 @@ impl x::Structure for GeneralHostErrorEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for GeneralHostErrorEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GeneralHostErrorEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for GeneralHostErrorEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -142,13 +142,13 @@ impl x::Structure for GeneralHostInfoEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for GeneralHostInfoEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GeneralHostInfoEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for GeneralHostInfoEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -198,13 +198,13 @@ impl x::Structure for GeneralHostWarningEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for GeneralHostWarningEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GeneralHostWarningEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for GeneralHostWarningEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -256,13 +256,13 @@ impl x::Structure for GeneralUserEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for GeneralUserEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GeneralUserEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for GeneralUserEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -317,13 +317,13 @@ impl x::Structure for GeneralVmErrorEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for GeneralVmErrorEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GeneralVmErrorEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for GeneralVmErrorEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -373,13 +373,13 @@ impl x::Structure for GeneralVmInfoEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for GeneralVmInfoEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GeneralVmInfoEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for GeneralVmInfoEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -429,13 +429,13 @@ impl x::Structure for GeneralVmWarningEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for GeneralVmWarningEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GeneralVmWarningEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for GeneralVmWarningEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -487,13 +487,13 @@ impl x::Structure for GenericDrsFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for GenericDrsFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GenericDrsFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for GenericDrsFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -559,13 +559,13 @@ impl x::Structure for GenericVmConfigFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for GenericVmConfigFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GenericVmConfigFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for GenericVmConfigFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -622,13 +622,13 @@ impl x::Structure for GhostDvsProxySwitchDetectedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for GhostDvsProxySwitchDetectedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GhostDvsProxySwitchDetectedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for GhostDvsProxySwitchDetectedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -694,13 +694,13 @@ impl x::Structure for GhostDvsProxySwitchRemovedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for GhostDvsProxySwitchRemovedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GhostDvsProxySwitchRemovedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for GhostDvsProxySwitchRemovedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -768,13 +768,13 @@ impl x::Structure for GlobalMessageChangedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for GlobalMessageChangedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GlobalMessageChangedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for GlobalMessageChangedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -825,12 +825,12 @@ impl x::SchemaType for GroupAlarmAction {
 impl x::Structure for GroupAlarmAction {}
 impl std::fmt::Debug for GroupAlarmAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GroupAlarmAction", x::fields_ref(self))
     }
 }
 impl PartialEq for GroupAlarmAction {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for GroupAlarmAction {
@@ -871,12 +871,12 @@ impl x::SchemaType for GuestAliases {
 impl x::Structure for GuestAliases {}
 impl std::fmt::Debug for GuestAliases {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestAliases", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestAliases {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for GuestAliases {
@@ -924,12 +924,12 @@ impl x::SchemaType for GuestAuthAliasInfo {
 impl x::Structure for GuestAuthAliasInfo {}
 impl std::fmt::Debug for GuestAuthAliasInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestAuthAliasInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestAuthAliasInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for GuestAuthAliasInfo {
@@ -964,12 +964,12 @@ impl x::SchemaType for GuestAuthAnySubject {
 impl x::Structure for GuestAuthAnySubject {}
 impl std::fmt::Debug for GuestAuthAnySubject {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestAuthAnySubject", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestAuthAnySubject {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for GuestAuthAnySubject {
@@ -994,12 +994,12 @@ impl x::SchemaType for GuestAuthNamedSubject {
 impl x::Structure for GuestAuthNamedSubject {}
 impl std::fmt::Debug for GuestAuthNamedSubject {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestAuthNamedSubject", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestAuthNamedSubject {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for GuestAuthNamedSubject {
@@ -1030,12 +1030,12 @@ impl x::SchemaType for GuestAuthSubject {
 impl x::Structure for GuestAuthSubject {}
 impl std::fmt::Debug for GuestAuthSubject {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestAuthSubject", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestAuthSubject {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for GuestAuthSubject {
@@ -1062,12 +1062,12 @@ impl x::SchemaType for GuestAuthentication {
 impl x::Structure for GuestAuthentication {}
 impl std::fmt::Debug for GuestAuthentication {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestAuthentication", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestAuthentication {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for GuestAuthentication {
@@ -1109,13 +1109,13 @@ impl x::Structure for GuestAuthenticationChallenge {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for GuestAuthenticationChallenge {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestAuthenticationChallenge", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for GuestAuthenticationChallenge {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1174,13 +1174,13 @@ impl x::Structure for GuestComponentsOutOfDate {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for GuestComponentsOutOfDate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestComponentsOutOfDate", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for GuestComponentsOutOfDate {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1232,12 +1232,12 @@ impl x::SchemaType for GuestDiskInfo {
 impl x::Structure for GuestDiskInfo {}
 impl std::fmt::Debug for GuestDiskInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestDiskInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestDiskInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for GuestDiskInfo {
@@ -1298,12 +1298,12 @@ impl x::SchemaType for GuestFileAttributes {
 impl x::Structure for GuestFileAttributes {}
 impl std::fmt::Debug for GuestFileAttributes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestFileAttributes", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestFileAttributes {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for GuestFileAttributes {
@@ -1345,12 +1345,12 @@ impl x::SchemaType for GuestFileInfo {
 impl x::Structure for GuestFileInfo {}
 impl std::fmt::Debug for GuestFileInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestFileInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestFileInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for GuestFileInfo {
@@ -1448,12 +1448,12 @@ impl x::SchemaType for GuestInfo {
 impl x::Structure for GuestInfo {}
 impl std::fmt::Debug for GuestInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for GuestInfo {
@@ -1599,12 +1599,12 @@ impl x::SchemaType for GuestInfoCustomizationInfo {
 impl x::Structure for GuestInfoCustomizationInfo {}
 impl std::fmt::Debug for GuestInfoCustomizationInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestInfoCustomizationInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestInfoCustomizationInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for GuestInfoCustomizationInfo {
@@ -1644,12 +1644,12 @@ impl x::SchemaType for GuestInfoNamespaceGenerationInfo {
 impl x::Structure for GuestInfoNamespaceGenerationInfo {}
 impl std::fmt::Debug for GuestInfoNamespaceGenerationInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestInfoNamespaceGenerationInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestInfoNamespaceGenerationInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for GuestInfoNamespaceGenerationInfo {
@@ -1687,12 +1687,12 @@ impl x::SchemaType for GuestInfoVirtualDiskMapping {
 impl x::Structure for GuestInfoVirtualDiskMapping {}
 impl std::fmt::Debug for GuestInfoVirtualDiskMapping {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestInfoVirtualDiskMapping", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestInfoVirtualDiskMapping {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for GuestInfoVirtualDiskMapping {
@@ -1730,12 +1730,12 @@ impl x::SchemaType for GuestListFileInfo {
 impl x::Structure for GuestListFileInfo {}
 impl std::fmt::Debug for GuestListFileInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestListFileInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestListFileInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for GuestListFileInfo {
@@ -1781,12 +1781,12 @@ impl x::SchemaType for GuestMappedAliases {
 impl x::Structure for GuestMappedAliases {}
 impl std::fmt::Debug for GuestMappedAliases {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestMappedAliases", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestMappedAliases {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for GuestMappedAliases {
@@ -1841,13 +1841,13 @@ impl x::Structure for GuestMultipleMappings {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for GuestMultipleMappings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestMultipleMappings", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for GuestMultipleMappings {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1905,12 +1905,12 @@ impl x::SchemaType for GuestNicInfo {
 impl x::Structure for GuestNicInfo {}
 impl std::fmt::Debug for GuestNicInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestNicInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestNicInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for GuestNicInfo {
@@ -1976,12 +1976,12 @@ impl x::SchemaType for GuestOperationsFault {
 impl x::Structure for GuestOperationsFault {}
 impl std::fmt::Debug for GuestOperationsFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestOperationsFault", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestOperationsFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for GuestOperationsFault {
@@ -2024,12 +2024,12 @@ impl x::SchemaType for GuestOperationsUnavailable {
 impl x::Structure for GuestOperationsUnavailable {}
 impl std::fmt::Debug for GuestOperationsUnavailable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestOperationsUnavailable", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestOperationsUnavailable {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for GuestOperationsUnavailable {
@@ -2200,12 +2200,12 @@ impl x::SchemaType for GuestOsDescriptor {
 impl x::Structure for GuestOsDescriptor {}
 impl std::fmt::Debug for GuestOsDescriptor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestOsDescriptor", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestOsDescriptor {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for GuestOsDescriptor {
@@ -2549,12 +2549,12 @@ impl x::SchemaType for GuestPermissionDenied {
 impl x::Structure for GuestPermissionDenied {}
 impl std::fmt::Debug for GuestPermissionDenied {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestPermissionDenied", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestPermissionDenied {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for GuestPermissionDenied {
@@ -2603,12 +2603,12 @@ impl x::SchemaType for GuestPosixFileAttributes {
 impl x::Structure for GuestPosixFileAttributes {}
 impl std::fmt::Debug for GuestPosixFileAttributes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestPosixFileAttributes", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestPosixFileAttributes {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for GuestPosixFileAttributes {
@@ -2670,12 +2670,12 @@ impl x::SchemaType for GuestProcessInfo {
 impl x::Structure for GuestProcessInfo {}
 impl std::fmt::Debug for GuestProcessInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestProcessInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestProcessInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for GuestProcessInfo {
@@ -2731,13 +2731,13 @@ impl x::Structure for GuestProcessNotFound {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for GuestProcessNotFound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestProcessNotFound", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for GuestProcessNotFound {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2796,12 +2796,12 @@ impl x::SchemaType for GuestProgramSpec {
 impl x::Structure for GuestProgramSpec {}
 impl std::fmt::Debug for GuestProgramSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestProgramSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestProgramSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for GuestProgramSpec {
@@ -2851,12 +2851,12 @@ impl x::SchemaType for GuestRegKeyNameSpec {
 impl x::Structure for GuestRegKeyNameSpec {}
 impl std::fmt::Debug for GuestRegKeyNameSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestRegKeyNameSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestRegKeyNameSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for GuestRegKeyNameSpec {
@@ -2892,12 +2892,12 @@ impl x::SchemaType for GuestRegKeyRecordSpec {
 impl x::Structure for GuestRegKeyRecordSpec {}
 impl std::fmt::Debug for GuestRegKeyRecordSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestRegKeyRecordSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestRegKeyRecordSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for GuestRegKeyRecordSpec {
@@ -2939,12 +2939,12 @@ impl x::SchemaType for GuestRegKeySpec {
 impl x::Structure for GuestRegKeySpec {}
 impl std::fmt::Debug for GuestRegKeySpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestRegKeySpec", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestRegKeySpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for GuestRegKeySpec {
@@ -2980,12 +2980,12 @@ impl x::SchemaType for GuestRegValueBinarySpec {
 impl x::Structure for GuestRegValueBinarySpec {}
 impl std::fmt::Debug for GuestRegValueBinarySpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestRegValueBinarySpec", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestRegValueBinarySpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for GuestRegValueBinarySpec {
@@ -3016,12 +3016,12 @@ impl x::SchemaType for GuestRegValueDataSpec {
 impl x::Structure for GuestRegValueDataSpec {}
 impl std::fmt::Debug for GuestRegValueDataSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestRegValueDataSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestRegValueDataSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for GuestRegValueDataSpec {
@@ -3046,12 +3046,12 @@ impl x::SchemaType for GuestRegValueDwordSpec {
 impl x::Structure for GuestRegValueDwordSpec {}
 impl std::fmt::Debug for GuestRegValueDwordSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestRegValueDwordSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestRegValueDwordSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for GuestRegValueDwordSpec {
@@ -3083,12 +3083,12 @@ impl x::SchemaType for GuestRegValueExpandStringSpec {
 impl x::Structure for GuestRegValueExpandStringSpec {}
 impl std::fmt::Debug for GuestRegValueExpandStringSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestRegValueExpandStringSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestRegValueExpandStringSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for GuestRegValueExpandStringSpec {
@@ -3120,12 +3120,12 @@ impl x::SchemaType for GuestRegValueMultiStringSpec {
 impl x::Structure for GuestRegValueMultiStringSpec {}
 impl std::fmt::Debug for GuestRegValueMultiStringSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestRegValueMultiStringSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestRegValueMultiStringSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for GuestRegValueMultiStringSpec {
@@ -3166,12 +3166,12 @@ impl x::SchemaType for GuestRegValueNameSpec {
 impl x::Structure for GuestRegValueNameSpec {}
 impl std::fmt::Debug for GuestRegValueNameSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestRegValueNameSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestRegValueNameSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for GuestRegValueNameSpec {
@@ -3205,12 +3205,12 @@ impl x::SchemaType for GuestRegValueQwordSpec {
 impl x::Structure for GuestRegValueQwordSpec {}
 impl std::fmt::Debug for GuestRegValueQwordSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestRegValueQwordSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestRegValueQwordSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for GuestRegValueQwordSpec {
@@ -3244,12 +3244,12 @@ impl x::SchemaType for GuestRegValueSpec {
 impl x::Structure for GuestRegValueSpec {}
 impl std::fmt::Debug for GuestRegValueSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestRegValueSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestRegValueSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for GuestRegValueSpec {
@@ -3274,106 +3274,4 @@ impl x::Fields for GuestRegValueSpec {
 impl x::ArrayItem for GuestRegValueSpec {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfGuestRegValueSpec";
     const ITEM_TAG: &'static str = "GuestRegValueSpec";
-}
-/// `GuestRegValueStringSpec` (extends `GuestRegValueDataSpec`).
-#[derive(Clone, Default)]
-pub struct GuestRegValueStringSpec {
-    /// `value`.
-    pub value: Option<String>,
-}
-impl x::SchemaType for GuestRegValueStringSpec {
-    const TYPE_NAME: &'static str = "GuestRegValueStringSpec";
-}
-impl x::Structure for GuestRegValueStringSpec {}
-impl std::fmt::Debug for GuestRegValueStringSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for GuestRegValueStringSpec {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for GuestRegValueStringSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "value" => r.read_opt(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("value", &self.value);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `GuestRegistryFault` (extends `GuestOperationsFault`).
-///
-/// The fields of `GuestOperationsFault` are in `guest_operations_fault`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct GuestRegistryFault {
-    /// The fields `GuestRegistryFault` inherits from `GuestOperationsFault`.
-    pub guest_operations_fault: GuestOperationsFault,
-    /// `windowsSystemErrorCode`.
-    pub windows_system_error_code: i64,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for GuestRegistryFault {
-    const TYPE_NAME: &'static str = "GuestRegistryFault";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for GuestRegistryFault {}
-#[cfg(feature = "all-faults")]
-impl std::fmt::Debug for GuestRegistryFault {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-faults")]
-impl PartialEq for GuestRegistryFault {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for GuestRegistryFault {
-    type Target = GuestOperationsFault;
-    #[inline]
-    fn deref(&self) -> &GuestOperationsFault {
-        &self.guest_operations_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for GuestRegistryFault {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut GuestOperationsFault {
-        &mut self.guest_operations_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for GuestRegistryFault {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "windowsSystemErrorCode" => r.read(&mut self.windows_system_error_code),
-            _ => {
-                return x::Fields::decode_field(&mut self.guest_operations_fault, r, name);
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.guest_operations_fault, w);
-        w.write("windowsSystemErrorCode", &self.windows_system_error_code);
-    }
 }

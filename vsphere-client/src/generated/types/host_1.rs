@@ -5,6 +5,1539 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostCapability` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostCapability {
+    /// `recursiveResourcePoolsSupported`.
+    pub recursive_resource_pools_supported: bool,
+    /// `cpuMemoryResourceConfigurationSupported`.
+    pub cpu_memory_resource_configuration_supported: bool,
+    /// `rebootSupported`.
+    pub reboot_supported: bool,
+    /// `shutdownSupported`.
+    pub shutdown_supported: bool,
+    /// `vmotionSupported`.
+    pub vmotion_supported: bool,
+    /// `standbySupported`.
+    pub standby_supported: bool,
+    /// `ipmiSupported`.
+    pub ipmi_supported: Option<bool>,
+    /// `maxSupportedVMs`.
+    pub max_supported_vms: Option<i32>,
+    /// `maxRunningVMs`.
+    pub max_running_vms: Option<i32>,
+    /// `maxSupportedVcpus`.
+    pub max_supported_vcpus: Option<i32>,
+    /// `maxRegisteredVMs`.
+    pub max_registered_vms: Option<i32>,
+    /// `datastorePrincipalSupported`.
+    pub datastore_principal_supported: bool,
+    /// `sanSupported`.
+    pub san_supported: bool,
+    /// `nfsSupported`.
+    pub nfs_supported: bool,
+    /// `iscsiSupported`.
+    pub iscsi_supported: bool,
+    /// `vlanTaggingSupported`.
+    pub vlan_tagging_supported: bool,
+    /// `nicTeamingSupported`.
+    pub nic_teaming_supported: bool,
+    /// `highGuestMemSupported`.
+    pub high_guest_mem_supported: bool,
+    /// `maintenanceModeSupported`.
+    pub maintenance_mode_supported: bool,
+    /// `suspendedRelocateSupported`.
+    pub suspended_relocate_supported: bool,
+    /// `restrictedSnapshotRelocateSupported`.
+    pub restricted_snapshot_relocate_supported: bool,
+    /// `perVmSwapFiles`.
+    pub per_vm_swap_files: bool,
+    /// `localSwapDatastoreSupported`.
+    pub local_swap_datastore_supported: bool,
+    /// `unsharedSwapVMotionSupported`.
+    pub unshared_swap_vmotion_supported: bool,
+    /// `backgroundSnapshotsSupported`.
+    pub background_snapshots_supported: bool,
+    /// `preAssignedPCIUnitNumbersSupported`.
+    pub pre_assigned_pci_unit_numbers_supported: bool,
+    /// `screenshotSupported`.
+    pub screenshot_supported: bool,
+    /// `scaledScreenshotSupported`.
+    pub scaled_screenshot_supported: bool,
+    /// `storageVMotionSupported`.
+    pub storage_vmotion_supported: Option<bool>,
+    /// `vmotionWithStorageVMotionSupported`.
+    pub vmotion_with_storage_vmotion_supported: Option<bool>,
+    /// `vmotionAcrossNetworkSupported`.
+    pub vmotion_across_network_supported: Option<bool>,
+    /// `maxNumDisksSVMotion`.
+    pub max_num_disks_sv_motion: Option<i32>,
+    /// `maxVirtualDiskDescVersionSupported`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub max_virtual_disk_desc_version_supported: Option<i32>,
+    /// `hbrNicSelectionSupported`.
+    pub hbr_nic_selection_supported: Option<bool>,
+    /// `vrNfcNicSelectionSupported`.
+    pub vr_nfc_nic_selection_supported: Option<bool>,
+    /// `recordReplaySupported`.
+    pub record_replay_supported: Option<bool>,
+    /// `ftSupported`.
+    pub ft_supported: Option<bool>,
+    /// `replayUnsupportedReason`.
+    pub replay_unsupported_reason: Option<String>,
+    /// `replayCompatibilityIssues`.
+    pub replay_compatibility_issues: Vec<String>,
+    /// `smpFtSupported`.
+    pub smp_ft_supported: Option<bool>,
+    /// `ftCompatibilityIssues`.
+    pub ft_compatibility_issues: Vec<String>,
+    /// `smpFtCompatibilityIssues`.
+    pub smp_ft_compatibility_issues: Vec<String>,
+    /// `maxVcpusPerFtVm`.
+    pub max_vcpus_per_ft_vm: Option<i32>,
+    /// `loginBySSLThumbprintSupported`.
+    pub login_by_ssl_thumbprint_supported: Option<bool>,
+    /// `cloneFromSnapshotSupported`.
+    pub clone_from_snapshot_supported: Option<bool>,
+    /// `deltaDiskBackingsSupported`.
+    pub delta_disk_backings_supported: Option<bool>,
+    /// `perVMNetworkTrafficShapingSupported`.
+    pub per_vm_network_traffic_shaping_supported: Option<bool>,
+    /// `tpmSupported`.
+    pub tpm_supported: Option<bool>,
+    /// `tpmVersion`.
+    pub tpm_version: Option<String>,
+    /// `txtEnabled`.
+    pub txt_enabled: Option<bool>,
+    /// `drtmType`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub drtm_type: Option<String>,
+    /// `supportedCpuFeature`.
+    pub supported_cpu_feature: Vec<HostCpuIdInfo>,
+    /// `virtualExecUsageSupported`.
+    pub virtual_exec_usage_supported: Option<bool>,
+    /// `storageIORMSupported`.
+    pub storage_iorm_supported: Option<bool>,
+    /// `vmDirectPathGen2Supported`.
+    pub vm_direct_path_gen2_supported: Option<bool>,
+    /// `vmDirectPathGen2UnsupportedReason`.
+    pub vm_direct_path_gen2_unsupported_reason: Vec<String>,
+    /// `vmDirectPathGen2UnsupportedReasonExtended`.
+    pub vm_direct_path_gen2_unsupported_reason_extended: Option<String>,
+    /// `supportedVmfsMajorVersion`.
+    pub supported_vmfs_major_version: Vec<i32>,
+    /// `vStorageCapable`.
+    pub vstorage_capable: Option<bool>,
+    /// `snapshotRelayoutSupported`.
+    pub snapshot_relayout_supported: Option<bool>,
+    /// `firewallIpRulesSupported`.
+    pub firewall_ip_rules_supported: Option<bool>,
+    /// `servicePackageInfoSupported`.
+    pub service_package_info_supported: Option<bool>,
+    /// `maxHostRunningVms`.
+    pub max_host_running_vms: Option<i32>,
+    /// `maxHostSupportedVcpus`.
+    pub max_host_supported_vcpus: Option<i32>,
+    /// `vmfsDatastoreMountCapable`.
+    pub vmfs_datastore_mount_capable: Option<bool>,
+    /// `eightPlusHostVmfsSharedAccessSupported`.
+    pub eight_plus_host_vmfs_shared_access_supported: Option<bool>,
+    /// `nestedHVSupported`.
+    pub nested_hv_supported: Option<bool>,
+    /// `vPMCSupported`.
+    pub vpmc_supported: Option<bool>,
+    /// `interVMCommunicationThroughVMCISupported`.
+    pub inter_vm_communication_through_vmci_supported: Option<bool>,
+    /// `scheduledHardwareUpgradeSupported`.
+    pub scheduled_hardware_upgrade_supported: Option<bool>,
+    /// `featureCapabilitiesSupported`.
+    pub feature_capabilities_supported: Option<bool>,
+    /// `latencySensitivitySupported`.
+    pub latency_sensitivity_supported: Option<bool>,
+    /// `storagePolicySupported`.
+    pub storage_policy_supported: Option<bool>,
+    /// `accel3dSupported`.
+    pub accel3d_supported: Option<bool>,
+    /// `reliableMemoryAware`.
+    pub reliable_memory_aware: Option<bool>,
+    /// `multipleNetworkStackInstanceSupported`.
+    pub multiple_network_stack_instance_supported: Option<bool>,
+    /// `messageBusProxySupported`.
+    pub message_bus_proxy_supported: Option<bool>,
+    /// `vsanSupported`.
+    pub vsan_supported: Option<bool>,
+    /// `vFlashSupported`.
+    pub vflash_supported: Option<bool>,
+    /// `hostAccessManagerSupported`.
+    pub host_access_manager_supported: Option<bool>,
+    /// `provisioningNicSelectionSupported`.
+    pub provisioning_nic_selection_supported: Option<bool>,
+    /// `nfs41Supported`.
+    pub nfs41_supported: Option<bool>,
+    /// `nfs41Krb5iSupported`.
+    pub nfs41_krb5i_supported: Option<bool>,
+    /// `turnDiskLocatorLedSupported`.
+    pub turn_disk_locator_led_supported: Option<bool>,
+    /// `virtualVolumeDatastoreSupported`.
+    pub virtual_volume_datastore_supported: Option<bool>,
+    /// `markAsSsdSupported`.
+    pub mark_as_ssd_supported: Option<bool>,
+    /// `markAsLocalSupported`.
+    pub mark_as_local_supported: Option<bool>,
+    /// `smartCardAuthenticationSupported`.
+    pub smart_card_authentication_supported: Option<bool>,
+    /// `pMemSupported`.
+    pub p_mem_supported: Option<bool>,
+    /// `pMemSnapshotSupported`.
+    pub p_mem_snapshot_supported: Option<bool>,
+    /// `cryptoSupported`.
+    pub crypto_supported: Option<bool>,
+    /// `oneKVolumeAPIsSupported`.
+    pub one_k_volume_apis_supported: Option<bool>,
+    /// `gatewayOnNicSupported`.
+    pub gateway_on_nic_supported: Option<bool>,
+    /// `upitSupported`.
+    pub upit_supported: Option<bool>,
+    /// `cpuHwMmuSupported`.
+    pub cpu_hw_mmu_supported: Option<bool>,
+    /// `encryptedVMotionSupported`.
+    pub encrypted_vmotion_supported: Option<bool>,
+    /// `encryptionChangeOnAddRemoveSupported`.
+    pub encryption_change_on_add_remove_supported: Option<bool>,
+    /// `encryptionHotOperationSupported`.
+    pub encryption_hot_operation_supported: Option<bool>,
+    /// `encryptionWithSnapshotsSupported`.
+    pub encryption_with_snapshots_supported: Option<bool>,
+    /// `encryptionFaultToleranceSupported`.
+    pub encryption_fault_tolerance_supported: Option<bool>,
+    /// `encryptionMemorySaveSupported`.
+    pub encryption_memory_save_supported: Option<bool>,
+    /// `encryptionRDMSupported`.
+    pub encryption_rdm_supported: Option<bool>,
+    /// `encryptionVFlashSupported`.
+    pub encryption_vflash_supported: Option<bool>,
+    /// `encryptionCBRCSupported`.
+    pub encryption_cbrc_supported: Option<bool>,
+    /// `encryptionHBRSupported`.
+    pub encryption_hbr_supported: Option<bool>,
+    /// `ftEfiSupported`.
+    pub ft_efi_supported: Option<bool>,
+    /// `unmapMethodSupported`.
+    pub unmap_method_supported: Option<String>,
+    /// `maxMemMBPerFtVm`.
+    pub max_mem_mb_per_ft_vm: Option<i32>,
+    /// `virtualMmuUsageIgnored`.
+    pub virtual_mmu_usage_ignored: Option<bool>,
+    /// `virtualExecUsageIgnored`.
+    pub virtual_exec_usage_ignored: Option<bool>,
+    /// `vmCreateDateSupported`.
+    pub vm_create_date_supported: Option<bool>,
+    /// `vmfs3EOLSupported`.
+    pub vmfs3_eol_supported: Option<bool>,
+    /// `ftVmcpSupported`.
+    pub ft_vmcp_supported: Option<bool>,
+    /// `quickBootSupported`.
+    pub quick_boot_supported: Option<bool>,
+    /// `encryptedFtSupported`.
+    pub encrypted_ft_supported: Option<bool>,
+    /// `assignableHardwareSupported`.
+    pub assignable_hardware_supported: Option<bool>,
+    /// `suspendToMemorySupported`.
+    pub suspend_to_memory_supported: Option<bool>,
+    /// `useFeatureReqsForOldHWv`.
+    pub use_feature_reqs_for_old_h_wv: Option<bool>,
+    /// `markPerenniallyReservedSupported`.
+    pub mark_perennially_reserved_supported: Option<bool>,
+    /// `hppPspSupported`.
+    pub hpp_psp_supported: Option<bool>,
+    /// `deviceRebindWithoutRebootSupported`.
+    pub device_rebind_without_reboot_supported: Option<bool>,
+    /// `storagePolicyChangeSupported`.
+    pub storage_policy_change_supported: Option<bool>,
+    /// `precisionTimeProtocolSupported`.
+    pub precision_time_protocol_supported: Option<bool>,
+    /// `remoteDeviceVMotionSupported`.
+    pub remote_device_vmotion_supported: Option<bool>,
+    /// `maxSupportedVmMemory`.
+    pub max_supported_vm_memory: Option<i32>,
+    /// `ahDeviceHintsSupported`.
+    pub ah_device_hints_supported: Option<bool>,
+    /// `nvmeOverTcpSupported`.
+    pub nvme_over_tcp_supported: Option<bool>,
+    /// `nvmeStorageFabricServicesSupported`.
+    pub nvme_storage_fabric_services_supported: Option<bool>,
+    /// `assignHwPciConfigSupported`.
+    pub assign_hw_pci_config_supported: Option<bool>,
+    /// `timeConfigSupported`.
+    pub time_config_supported: Option<bool>,
+    /// `nvmeBatchOperationsSupported`.
+    pub nvme_batch_operations_supported: Option<bool>,
+    /// `pMemFailoverSupported`.
+    pub p_mem_failover_supported: Option<bool>,
+    /// `hostConfigEncryptionSupported`.
+    pub host_config_encryption_supported: Option<bool>,
+    /// `maxSupportedSimultaneousThreads`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub max_supported_simultaneous_threads: Option<i32>,
+    /// `ptpConfigSupported`.
+    pub ptp_config_supported: Option<bool>,
+    /// `maxSupportedPtpPorts`.
+    pub max_supported_ptp_ports: Option<i32>,
+    /// `sgxRegistrationSupported`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub sgx_registration_supported: Option<bool>,
+    /// `pMemIndependentSnapshotSupported`.
+    pub p_mem_independent_snapshot_supported: Option<bool>,
+    /// `iommuSLDirtyCapable`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub iommu_sl_dirty_capable: Option<bool>,
+    /// `vmknicBindingSupported`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub vmknic_binding_supported: Option<bool>,
+    /// `ultralowFixedUnmapSupported`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub ultralow_fixed_unmap_supported: Option<bool>,
+    /// `nvmeVvolSupported`.
+    ///
+    /// Since vSphere API 8.0.0.0.
+    pub nvme_vvol_supported: Option<bool>,
+    /// `fptHotplugSupported`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub fpt_hotplug_supported: Option<bool>,
+    /// `mconnectSupported`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub mconnect_supported: Option<bool>,
+    /// `vsanNicMgmtSupported`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub vsan_nic_mgmt_supported: Option<bool>,
+    /// `vvolNQNSupported`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub vvol_nqn_supported: Option<bool>,
+    /// `stretchedSCSupported`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub stretched_sc_supported: Option<bool>,
+    /// `vmknicBindingOnNFSv41`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub vmknic_binding_on_nf_sv41: Option<bool>,
+    /// `vpStatusCheckSupported`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub vp_status_check_supported: Option<bool>,
+    /// `e2e4knSupported`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub e2e4kn_supported: Option<bool>,
+    /// `vsanDedicatedVmkNicSupported`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub vsan_dedicated_vmk_nic_supported: Option<bool>,
+    /// `nConnectSupported`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub n_connect_supported: Option<bool>,
+    /// `userKeySupported`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub user_key_supported: Option<bool>,
+    /// `ndcmSupported`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub ndcm_supported: Option<bool>,
+    /// `uefiSecureBoot`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub uefi_secure_boot: Option<bool>,
+    /// `vpxdVmxGenerationSupported`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub vpxd_vmx_generation_supported: Option<bool>,
+    /// `nfs41Krb5pSupported`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub nfs41_krb5p_supported: Option<bool>,
+    /// `cimSupported`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub cim_supported: Option<bool>,
+    /// `npivSupported`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub npiv_supported: Option<bool>,
+    /// `entitlementSupported`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub entitlement_supported: Option<bool>,
+    /// `monitorUnrestricted`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub monitor_unrestricted: Option<bool>,
+    /// `vnetworkingNicSelectionSupported`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub vnetworking_nic_selection_supported: Option<bool>,
+    /// `directPathInfoSupported`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub direct_path_info_supported: Option<bool>,
+    /// `fcdLinkedCloneSupported`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub fcd_linked_clone_supported: Option<bool>,
+    /// `ehvQuickBootSupported`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub ehv_quick_boot_supported: Option<bool>,
+    /// `nestedHvTieringEnabled`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub nested_hv_tiering_enabled: Option<bool>,
+}
+impl x::SchemaType for HostCapability {
+    const TYPE_NAME: &'static str = "HostCapability";
+}
+impl x::Structure for HostCapability {}
+impl std::fmt::Debug for HostCapability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCapability", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostCapability {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostCapability {
+    fn clone(&self) -> Self {
+        Self {
+            recursive_resource_pools_supported: self.recursive_resource_pools_supported,
+            cpu_memory_resource_configuration_supported: self
+                .cpu_memory_resource_configuration_supported,
+            reboot_supported: self.reboot_supported,
+            shutdown_supported: self.shutdown_supported,
+            vmotion_supported: self.vmotion_supported,
+            standby_supported: self.standby_supported,
+            ipmi_supported: self.ipmi_supported,
+            max_supported_vms: self.max_supported_vms,
+            max_running_vms: self.max_running_vms,
+            max_supported_vcpus: self.max_supported_vcpus,
+            max_registered_vms: self.max_registered_vms,
+            datastore_principal_supported: self.datastore_principal_supported,
+            san_supported: self.san_supported,
+            nfs_supported: self.nfs_supported,
+            iscsi_supported: self.iscsi_supported,
+            vlan_tagging_supported: self.vlan_tagging_supported,
+            nic_teaming_supported: self.nic_teaming_supported,
+            high_guest_mem_supported: self.high_guest_mem_supported,
+            maintenance_mode_supported: self.maintenance_mode_supported,
+            suspended_relocate_supported: self.suspended_relocate_supported,
+            restricted_snapshot_relocate_supported: self
+                .restricted_snapshot_relocate_supported,
+            per_vm_swap_files: self.per_vm_swap_files,
+            local_swap_datastore_supported: self.local_swap_datastore_supported,
+            unshared_swap_vmotion_supported: self.unshared_swap_vmotion_supported,
+            background_snapshots_supported: self.background_snapshots_supported,
+            pre_assigned_pci_unit_numbers_supported: self
+                .pre_assigned_pci_unit_numbers_supported,
+            screenshot_supported: self.screenshot_supported,
+            scaled_screenshot_supported: self.scaled_screenshot_supported,
+            storage_vmotion_supported: self.storage_vmotion_supported,
+            vmotion_with_storage_vmotion_supported: self
+                .vmotion_with_storage_vmotion_supported,
+            vmotion_across_network_supported: self.vmotion_across_network_supported,
+            max_num_disks_sv_motion: self.max_num_disks_sv_motion,
+            max_virtual_disk_desc_version_supported: self
+                .max_virtual_disk_desc_version_supported,
+            hbr_nic_selection_supported: self.hbr_nic_selection_supported,
+            vr_nfc_nic_selection_supported: self.vr_nfc_nic_selection_supported,
+            record_replay_supported: self.record_replay_supported,
+            ft_supported: self.ft_supported,
+            replay_unsupported_reason: self.replay_unsupported_reason.clone(),
+            replay_compatibility_issues: x::clone_vec(&self.replay_compatibility_issues),
+            smp_ft_supported: self.smp_ft_supported,
+            ft_compatibility_issues: x::clone_vec(&self.ft_compatibility_issues),
+            smp_ft_compatibility_issues: x::clone_vec(&self.smp_ft_compatibility_issues),
+            max_vcpus_per_ft_vm: self.max_vcpus_per_ft_vm,
+            login_by_ssl_thumbprint_supported: self.login_by_ssl_thumbprint_supported,
+            clone_from_snapshot_supported: self.clone_from_snapshot_supported,
+            delta_disk_backings_supported: self.delta_disk_backings_supported,
+            per_vm_network_traffic_shaping_supported: self
+                .per_vm_network_traffic_shaping_supported,
+            tpm_supported: self.tpm_supported,
+            tpm_version: self.tpm_version.clone(),
+            txt_enabled: self.txt_enabled,
+            drtm_type: self.drtm_type.clone(),
+            supported_cpu_feature: x::clone_vec(&self.supported_cpu_feature),
+            virtual_exec_usage_supported: self.virtual_exec_usage_supported,
+            storage_iorm_supported: self.storage_iorm_supported,
+            vm_direct_path_gen2_supported: self.vm_direct_path_gen2_supported,
+            vm_direct_path_gen2_unsupported_reason: x::clone_vec(
+                &self.vm_direct_path_gen2_unsupported_reason,
+            ),
+            vm_direct_path_gen2_unsupported_reason_extended: self
+                .vm_direct_path_gen2_unsupported_reason_extended
+                .clone(),
+            supported_vmfs_major_version: x::clone_vec(
+                &self.supported_vmfs_major_version,
+            ),
+            vstorage_capable: self.vstorage_capable,
+            snapshot_relayout_supported: self.snapshot_relayout_supported,
+            firewall_ip_rules_supported: self.firewall_ip_rules_supported,
+            service_package_info_supported: self.service_package_info_supported,
+            max_host_running_vms: self.max_host_running_vms,
+            max_host_supported_vcpus: self.max_host_supported_vcpus,
+            vmfs_datastore_mount_capable: self.vmfs_datastore_mount_capable,
+            eight_plus_host_vmfs_shared_access_supported: self
+                .eight_plus_host_vmfs_shared_access_supported,
+            nested_hv_supported: self.nested_hv_supported,
+            vpmc_supported: self.vpmc_supported,
+            inter_vm_communication_through_vmci_supported: self
+                .inter_vm_communication_through_vmci_supported,
+            scheduled_hardware_upgrade_supported: self
+                .scheduled_hardware_upgrade_supported,
+            feature_capabilities_supported: self.feature_capabilities_supported,
+            latency_sensitivity_supported: self.latency_sensitivity_supported,
+            storage_policy_supported: self.storage_policy_supported,
+            accel3d_supported: self.accel3d_supported,
+            reliable_memory_aware: self.reliable_memory_aware,
+            multiple_network_stack_instance_supported: self
+                .multiple_network_stack_instance_supported,
+            message_bus_proxy_supported: self.message_bus_proxy_supported,
+            vsan_supported: self.vsan_supported,
+            vflash_supported: self.vflash_supported,
+            host_access_manager_supported: self.host_access_manager_supported,
+            provisioning_nic_selection_supported: self
+                .provisioning_nic_selection_supported,
+            nfs41_supported: self.nfs41_supported,
+            nfs41_krb5i_supported: self.nfs41_krb5i_supported,
+            turn_disk_locator_led_supported: self.turn_disk_locator_led_supported,
+            virtual_volume_datastore_supported: self.virtual_volume_datastore_supported,
+            mark_as_ssd_supported: self.mark_as_ssd_supported,
+            mark_as_local_supported: self.mark_as_local_supported,
+            smart_card_authentication_supported: self
+                .smart_card_authentication_supported,
+            p_mem_supported: self.p_mem_supported,
+            p_mem_snapshot_supported: self.p_mem_snapshot_supported,
+            crypto_supported: self.crypto_supported,
+            one_k_volume_apis_supported: self.one_k_volume_apis_supported,
+            gateway_on_nic_supported: self.gateway_on_nic_supported,
+            upit_supported: self.upit_supported,
+            cpu_hw_mmu_supported: self.cpu_hw_mmu_supported,
+            encrypted_vmotion_supported: self.encrypted_vmotion_supported,
+            encryption_change_on_add_remove_supported: self
+                .encryption_change_on_add_remove_supported,
+            encryption_hot_operation_supported: self.encryption_hot_operation_supported,
+            encryption_with_snapshots_supported: self
+                .encryption_with_snapshots_supported,
+            encryption_fault_tolerance_supported: self
+                .encryption_fault_tolerance_supported,
+            encryption_memory_save_supported: self.encryption_memory_save_supported,
+            encryption_rdm_supported: self.encryption_rdm_supported,
+            encryption_vflash_supported: self.encryption_vflash_supported,
+            encryption_cbrc_supported: self.encryption_cbrc_supported,
+            encryption_hbr_supported: self.encryption_hbr_supported,
+            ft_efi_supported: self.ft_efi_supported,
+            unmap_method_supported: self.unmap_method_supported.clone(),
+            max_mem_mb_per_ft_vm: self.max_mem_mb_per_ft_vm,
+            virtual_mmu_usage_ignored: self.virtual_mmu_usage_ignored,
+            virtual_exec_usage_ignored: self.virtual_exec_usage_ignored,
+            vm_create_date_supported: self.vm_create_date_supported,
+            vmfs3_eol_supported: self.vmfs3_eol_supported,
+            ft_vmcp_supported: self.ft_vmcp_supported,
+            quick_boot_supported: self.quick_boot_supported,
+            encrypted_ft_supported: self.encrypted_ft_supported,
+            assignable_hardware_supported: self.assignable_hardware_supported,
+            suspend_to_memory_supported: self.suspend_to_memory_supported,
+            use_feature_reqs_for_old_h_wv: self.use_feature_reqs_for_old_h_wv,
+            mark_perennially_reserved_supported: self
+                .mark_perennially_reserved_supported,
+            hpp_psp_supported: self.hpp_psp_supported,
+            device_rebind_without_reboot_supported: self
+                .device_rebind_without_reboot_supported,
+            storage_policy_change_supported: self.storage_policy_change_supported,
+            precision_time_protocol_supported: self.precision_time_protocol_supported,
+            remote_device_vmotion_supported: self.remote_device_vmotion_supported,
+            max_supported_vm_memory: self.max_supported_vm_memory,
+            ah_device_hints_supported: self.ah_device_hints_supported,
+            nvme_over_tcp_supported: self.nvme_over_tcp_supported,
+            nvme_storage_fabric_services_supported: self
+                .nvme_storage_fabric_services_supported,
+            assign_hw_pci_config_supported: self.assign_hw_pci_config_supported,
+            time_config_supported: self.time_config_supported,
+            nvme_batch_operations_supported: self.nvme_batch_operations_supported,
+            p_mem_failover_supported: self.p_mem_failover_supported,
+            host_config_encryption_supported: self.host_config_encryption_supported,
+            max_supported_simultaneous_threads: self.max_supported_simultaneous_threads,
+            ptp_config_supported: self.ptp_config_supported,
+            max_supported_ptp_ports: self.max_supported_ptp_ports,
+            sgx_registration_supported: self.sgx_registration_supported,
+            p_mem_independent_snapshot_supported: self
+                .p_mem_independent_snapshot_supported,
+            iommu_sl_dirty_capable: self.iommu_sl_dirty_capable,
+            vmknic_binding_supported: self.vmknic_binding_supported,
+            ultralow_fixed_unmap_supported: self.ultralow_fixed_unmap_supported,
+            nvme_vvol_supported: self.nvme_vvol_supported,
+            fpt_hotplug_supported: self.fpt_hotplug_supported,
+            mconnect_supported: self.mconnect_supported,
+            vsan_nic_mgmt_supported: self.vsan_nic_mgmt_supported,
+            vvol_nqn_supported: self.vvol_nqn_supported,
+            stretched_sc_supported: self.stretched_sc_supported,
+            vmknic_binding_on_nf_sv41: self.vmknic_binding_on_nf_sv41,
+            vp_status_check_supported: self.vp_status_check_supported,
+            e2e4kn_supported: self.e2e4kn_supported,
+            vsan_dedicated_vmk_nic_supported: self.vsan_dedicated_vmk_nic_supported,
+            n_connect_supported: self.n_connect_supported,
+            user_key_supported: self.user_key_supported,
+            ndcm_supported: self.ndcm_supported,
+            uefi_secure_boot: self.uefi_secure_boot,
+            vpxd_vmx_generation_supported: self.vpxd_vmx_generation_supported,
+            nfs41_krb5p_supported: self.nfs41_krb5p_supported,
+            cim_supported: self.cim_supported,
+            npiv_supported: self.npiv_supported,
+            entitlement_supported: self.entitlement_supported,
+            monitor_unrestricted: self.monitor_unrestricted,
+            vnetworking_nic_selection_supported: self
+                .vnetworking_nic_selection_supported,
+            direct_path_info_supported: self.direct_path_info_supported,
+            fcd_linked_clone_supported: self.fcd_linked_clone_supported,
+            ehv_quick_boot_supported: self.ehv_quick_boot_supported,
+            nested_hv_tiering_enabled: self.nested_hv_tiering_enabled,
+        }
+    }
+}
+impl x::Fields for HostCapability {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "recursiveResourcePoolsSupported" => {
+                r.read(&mut self.recursive_resource_pools_supported)
+            }
+            "cpuMemoryResourceConfigurationSupported" => {
+                r.read(&mut self.cpu_memory_resource_configuration_supported)
+            }
+            "rebootSupported" => r.read(&mut self.reboot_supported),
+            "shutdownSupported" => r.read(&mut self.shutdown_supported),
+            "vmotionSupported" => r.read(&mut self.vmotion_supported),
+            "standbySupported" => r.read(&mut self.standby_supported),
+            "ipmiSupported" => r.read_opt(&mut self.ipmi_supported),
+            "maxSupportedVMs" => r.read_opt(&mut self.max_supported_vms),
+            "maxRunningVMs" => r.read_opt(&mut self.max_running_vms),
+            "maxSupportedVcpus" => r.read_opt(&mut self.max_supported_vcpus),
+            "maxRegisteredVMs" => r.read_opt(&mut self.max_registered_vms),
+            "datastorePrincipalSupported" => {
+                r.read(&mut self.datastore_principal_supported)
+            }
+            "sanSupported" => r.read(&mut self.san_supported),
+            "nfsSupported" => r.read(&mut self.nfs_supported),
+            "iscsiSupported" => r.read(&mut self.iscsi_supported),
+            "vlanTaggingSupported" => r.read(&mut self.vlan_tagging_supported),
+            "nicTeamingSupported" => r.read(&mut self.nic_teaming_supported),
+            "highGuestMemSupported" => r.read(&mut self.high_guest_mem_supported),
+            "maintenanceModeSupported" => r.read(&mut self.maintenance_mode_supported),
+            "suspendedRelocateSupported" => {
+                r.read(&mut self.suspended_relocate_supported)
+            }
+            "restrictedSnapshotRelocateSupported" => {
+                r.read(&mut self.restricted_snapshot_relocate_supported)
+            }
+            "perVmSwapFiles" => r.read(&mut self.per_vm_swap_files),
+            "localSwapDatastoreSupported" => {
+                r.read(&mut self.local_swap_datastore_supported)
+            }
+            "unsharedSwapVMotionSupported" => {
+                r.read(&mut self.unshared_swap_vmotion_supported)
+            }
+            "backgroundSnapshotsSupported" => {
+                r.read(&mut self.background_snapshots_supported)
+            }
+            "preAssignedPCIUnitNumbersSupported" => {
+                r.read(&mut self.pre_assigned_pci_unit_numbers_supported)
+            }
+            "screenshotSupported" => r.read(&mut self.screenshot_supported),
+            "scaledScreenshotSupported" => r.read(&mut self.scaled_screenshot_supported),
+            "storageVMotionSupported" => r.read_opt(&mut self.storage_vmotion_supported),
+            "vmotionWithStorageVMotionSupported" => {
+                r.read_opt(&mut self.vmotion_with_storage_vmotion_supported)
+            }
+            "vmotionAcrossNetworkSupported" => {
+                r.read_opt(&mut self.vmotion_across_network_supported)
+            }
+            "maxNumDisksSVMotion" => r.read_opt(&mut self.max_num_disks_sv_motion),
+            "maxVirtualDiskDescVersionSupported" => {
+                r.read_opt(&mut self.max_virtual_disk_desc_version_supported)
+            }
+            "hbrNicSelectionSupported" => {
+                r.read_opt(&mut self.hbr_nic_selection_supported)
+            }
+            "vrNfcNicSelectionSupported" => {
+                r.read_opt(&mut self.vr_nfc_nic_selection_supported)
+            }
+            "recordReplaySupported" => r.read_opt(&mut self.record_replay_supported),
+            "ftSupported" => r.read_opt(&mut self.ft_supported),
+            "replayUnsupportedReason" => r.read_opt(&mut self.replay_unsupported_reason),
+            "replayCompatibilityIssues" => {
+                r.read_push(&mut self.replay_compatibility_issues)
+            }
+            "smpFtSupported" => r.read_opt(&mut self.smp_ft_supported),
+            "ftCompatibilityIssues" => r.read_push(&mut self.ft_compatibility_issues),
+            "smpFtCompatibilityIssues" => {
+                r.read_push(&mut self.smp_ft_compatibility_issues)
+            }
+            "maxVcpusPerFtVm" => r.read_opt(&mut self.max_vcpus_per_ft_vm),
+            "loginBySSLThumbprintSupported" => {
+                r.read_opt(&mut self.login_by_ssl_thumbprint_supported)
+            }
+            "cloneFromSnapshotSupported" => {
+                r.read_opt(&mut self.clone_from_snapshot_supported)
+            }
+            "deltaDiskBackingsSupported" => {
+                r.read_opt(&mut self.delta_disk_backings_supported)
+            }
+            "perVMNetworkTrafficShapingSupported" => {
+                r.read_opt(&mut self.per_vm_network_traffic_shaping_supported)
+            }
+            "tpmSupported" => r.read_opt(&mut self.tpm_supported),
+            "tpmVersion" => r.read_opt(&mut self.tpm_version),
+            "txtEnabled" => r.read_opt(&mut self.txt_enabled),
+            "drtmType" => r.read_opt(&mut self.drtm_type),
+            "supportedCpuFeature" => r.read_push(&mut self.supported_cpu_feature),
+            "virtualExecUsageSupported" => {
+                r.read_opt(&mut self.virtual_exec_usage_supported)
+            }
+            "storageIORMSupported" => r.read_opt(&mut self.storage_iorm_supported),
+            "vmDirectPathGen2Supported" => {
+                r.read_opt(&mut self.vm_direct_path_gen2_supported)
+            }
+            "vmDirectPathGen2UnsupportedReason" => {
+                r.read_push(&mut self.vm_direct_path_gen2_unsupported_reason)
+            }
+            "vmDirectPathGen2UnsupportedReasonExtended" => {
+                r.read_opt(&mut self.vm_direct_path_gen2_unsupported_reason_extended)
+            }
+            "supportedVmfsMajorVersion" => {
+                r.read_push(&mut self.supported_vmfs_major_version)
+            }
+            "vStorageCapable" => r.read_opt(&mut self.vstorage_capable),
+            "snapshotRelayoutSupported" => {
+                r.read_opt(&mut self.snapshot_relayout_supported)
+            }
+            "firewallIpRulesSupported" => {
+                r.read_opt(&mut self.firewall_ip_rules_supported)
+            }
+            "servicePackageInfoSupported" => {
+                r.read_opt(&mut self.service_package_info_supported)
+            }
+            "maxHostRunningVms" => r.read_opt(&mut self.max_host_running_vms),
+            "maxHostSupportedVcpus" => r.read_opt(&mut self.max_host_supported_vcpus),
+            "vmfsDatastoreMountCapable" => {
+                r.read_opt(&mut self.vmfs_datastore_mount_capable)
+            }
+            "eightPlusHostVmfsSharedAccessSupported" => {
+                r.read_opt(&mut self.eight_plus_host_vmfs_shared_access_supported)
+            }
+            "nestedHVSupported" => r.read_opt(&mut self.nested_hv_supported),
+            "vPMCSupported" => r.read_opt(&mut self.vpmc_supported),
+            "interVMCommunicationThroughVMCISupported" => {
+                r.read_opt(&mut self.inter_vm_communication_through_vmci_supported)
+            }
+            "scheduledHardwareUpgradeSupported" => {
+                r.read_opt(&mut self.scheduled_hardware_upgrade_supported)
+            }
+            "featureCapabilitiesSupported" => {
+                r.read_opt(&mut self.feature_capabilities_supported)
+            }
+            "latencySensitivitySupported" => {
+                r.read_opt(&mut self.latency_sensitivity_supported)
+            }
+            "storagePolicySupported" => r.read_opt(&mut self.storage_policy_supported),
+            "accel3dSupported" => r.read_opt(&mut self.accel3d_supported),
+            "reliableMemoryAware" => r.read_opt(&mut self.reliable_memory_aware),
+            "multipleNetworkStackInstanceSupported" => {
+                r.read_opt(&mut self.multiple_network_stack_instance_supported)
+            }
+            "messageBusProxySupported" => {
+                r.read_opt(&mut self.message_bus_proxy_supported)
+            }
+            "vsanSupported" => r.read_opt(&mut self.vsan_supported),
+            "vFlashSupported" => r.read_opt(&mut self.vflash_supported),
+            "hostAccessManagerSupported" => {
+                r.read_opt(&mut self.host_access_manager_supported)
+            }
+            "provisioningNicSelectionSupported" => {
+                r.read_opt(&mut self.provisioning_nic_selection_supported)
+            }
+            "nfs41Supported" => r.read_opt(&mut self.nfs41_supported),
+            "nfs41Krb5iSupported" => r.read_opt(&mut self.nfs41_krb5i_supported),
+            "turnDiskLocatorLedSupported" => {
+                r.read_opt(&mut self.turn_disk_locator_led_supported)
+            }
+            "virtualVolumeDatastoreSupported" => {
+                r.read_opt(&mut self.virtual_volume_datastore_supported)
+            }
+            "markAsSsdSupported" => r.read_opt(&mut self.mark_as_ssd_supported),
+            "markAsLocalSupported" => r.read_opt(&mut self.mark_as_local_supported),
+            "smartCardAuthenticationSupported" => {
+                r.read_opt(&mut self.smart_card_authentication_supported)
+            }
+            "pMemSupported" => r.read_opt(&mut self.p_mem_supported),
+            "pMemSnapshotSupported" => r.read_opt(&mut self.p_mem_snapshot_supported),
+            "cryptoSupported" => r.read_opt(&mut self.crypto_supported),
+            "oneKVolumeAPIsSupported" => {
+                r.read_opt(&mut self.one_k_volume_apis_supported)
+            }
+            "gatewayOnNicSupported" => r.read_opt(&mut self.gateway_on_nic_supported),
+            "upitSupported" => r.read_opt(&mut self.upit_supported),
+            "cpuHwMmuSupported" => r.read_opt(&mut self.cpu_hw_mmu_supported),
+            "encryptedVMotionSupported" => {
+                r.read_opt(&mut self.encrypted_vmotion_supported)
+            }
+            "encryptionChangeOnAddRemoveSupported" => {
+                r.read_opt(&mut self.encryption_change_on_add_remove_supported)
+            }
+            "encryptionHotOperationSupported" => {
+                r.read_opt(&mut self.encryption_hot_operation_supported)
+            }
+            "encryptionWithSnapshotsSupported" => {
+                r.read_opt(&mut self.encryption_with_snapshots_supported)
+            }
+            "encryptionFaultToleranceSupported" => {
+                r.read_opt(&mut self.encryption_fault_tolerance_supported)
+            }
+            "encryptionMemorySaveSupported" => {
+                r.read_opt(&mut self.encryption_memory_save_supported)
+            }
+            "encryptionRDMSupported" => r.read_opt(&mut self.encryption_rdm_supported),
+            "encryptionVFlashSupported" => {
+                r.read_opt(&mut self.encryption_vflash_supported)
+            }
+            "encryptionCBRCSupported" => r.read_opt(&mut self.encryption_cbrc_supported),
+            "encryptionHBRSupported" => r.read_opt(&mut self.encryption_hbr_supported),
+            "ftEfiSupported" => r.read_opt(&mut self.ft_efi_supported),
+            "unmapMethodSupported" => r.read_opt(&mut self.unmap_method_supported),
+            "maxMemMBPerFtVm" => r.read_opt(&mut self.max_mem_mb_per_ft_vm),
+            "virtualMmuUsageIgnored" => r.read_opt(&mut self.virtual_mmu_usage_ignored),
+            "virtualExecUsageIgnored" => r.read_opt(&mut self.virtual_exec_usage_ignored),
+            "vmCreateDateSupported" => r.read_opt(&mut self.vm_create_date_supported),
+            "vmfs3EOLSupported" => r.read_opt(&mut self.vmfs3_eol_supported),
+            "ftVmcpSupported" => r.read_opt(&mut self.ft_vmcp_supported),
+            "quickBootSupported" => r.read_opt(&mut self.quick_boot_supported),
+            "encryptedFtSupported" => r.read_opt(&mut self.encrypted_ft_supported),
+            "assignableHardwareSupported" => {
+                r.read_opt(&mut self.assignable_hardware_supported)
+            }
+            "suspendToMemorySupported" => {
+                r.read_opt(&mut self.suspend_to_memory_supported)
+            }
+            "useFeatureReqsForOldHWv" => {
+                r.read_opt(&mut self.use_feature_reqs_for_old_h_wv)
+            }
+            "markPerenniallyReservedSupported" => {
+                r.read_opt(&mut self.mark_perennially_reserved_supported)
+            }
+            "hppPspSupported" => r.read_opt(&mut self.hpp_psp_supported),
+            "deviceRebindWithoutRebootSupported" => {
+                r.read_opt(&mut self.device_rebind_without_reboot_supported)
+            }
+            "storagePolicyChangeSupported" => {
+                r.read_opt(&mut self.storage_policy_change_supported)
+            }
+            "precisionTimeProtocolSupported" => {
+                r.read_opt(&mut self.precision_time_protocol_supported)
+            }
+            "remoteDeviceVMotionSupported" => {
+                r.read_opt(&mut self.remote_device_vmotion_supported)
+            }
+            "maxSupportedVmMemory" => r.read_opt(&mut self.max_supported_vm_memory),
+            "ahDeviceHintsSupported" => r.read_opt(&mut self.ah_device_hints_supported),
+            "nvmeOverTcpSupported" => r.read_opt(&mut self.nvme_over_tcp_supported),
+            "nvmeStorageFabricServicesSupported" => {
+                r.read_opt(&mut self.nvme_storage_fabric_services_supported)
+            }
+            "assignHwPciConfigSupported" => {
+                r.read_opt(&mut self.assign_hw_pci_config_supported)
+            }
+            "timeConfigSupported" => r.read_opt(&mut self.time_config_supported),
+            "nvmeBatchOperationsSupported" => {
+                r.read_opt(&mut self.nvme_batch_operations_supported)
+            }
+            "pMemFailoverSupported" => r.read_opt(&mut self.p_mem_failover_supported),
+            "hostConfigEncryptionSupported" => {
+                r.read_opt(&mut self.host_config_encryption_supported)
+            }
+            "maxSupportedSimultaneousThreads" => {
+                r.read_opt(&mut self.max_supported_simultaneous_threads)
+            }
+            "ptpConfigSupported" => r.read_opt(&mut self.ptp_config_supported),
+            "maxSupportedPtpPorts" => r.read_opt(&mut self.max_supported_ptp_ports),
+            "sgxRegistrationSupported" => {
+                r.read_opt(&mut self.sgx_registration_supported)
+            }
+            "pMemIndependentSnapshotSupported" => {
+                r.read_opt(&mut self.p_mem_independent_snapshot_supported)
+            }
+            "iommuSLDirtyCapable" => r.read_opt(&mut self.iommu_sl_dirty_capable),
+            "vmknicBindingSupported" => r.read_opt(&mut self.vmknic_binding_supported),
+            "ultralowFixedUnmapSupported" => {
+                r.read_opt(&mut self.ultralow_fixed_unmap_supported)
+            }
+            "nvmeVvolSupported" => r.read_opt(&mut self.nvme_vvol_supported),
+            "fptHotplugSupported" => r.read_opt(&mut self.fpt_hotplug_supported),
+            "mconnectSupported" => r.read_opt(&mut self.mconnect_supported),
+            "vsanNicMgmtSupported" => r.read_opt(&mut self.vsan_nic_mgmt_supported),
+            "vvolNQNSupported" => r.read_opt(&mut self.vvol_nqn_supported),
+            "stretchedSCSupported" => r.read_opt(&mut self.stretched_sc_supported),
+            "vmknicBindingOnNFSv41" => r.read_opt(&mut self.vmknic_binding_on_nf_sv41),
+            "vpStatusCheckSupported" => r.read_opt(&mut self.vp_status_check_supported),
+            "e2e4knSupported" => r.read_opt(&mut self.e2e4kn_supported),
+            "vsanDedicatedVmkNicSupported" => {
+                r.read_opt(&mut self.vsan_dedicated_vmk_nic_supported)
+            }
+            "nConnectSupported" => r.read_opt(&mut self.n_connect_supported),
+            "userKeySupported" => r.read_opt(&mut self.user_key_supported),
+            "ndcmSupported" => r.read_opt(&mut self.ndcm_supported),
+            "uefiSecureBoot" => r.read_opt(&mut self.uefi_secure_boot),
+            "vpxdVmxGenerationSupported" => {
+                r.read_opt(&mut self.vpxd_vmx_generation_supported)
+            }
+            "nfs41Krb5pSupported" => r.read_opt(&mut self.nfs41_krb5p_supported),
+            "cimSupported" => r.read_opt(&mut self.cim_supported),
+            "npivSupported" => r.read_opt(&mut self.npiv_supported),
+            "entitlementSupported" => r.read_opt(&mut self.entitlement_supported),
+            "monitorUnrestricted" => r.read_opt(&mut self.monitor_unrestricted),
+            "vnetworkingNicSelectionSupported" => {
+                r.read_opt(&mut self.vnetworking_nic_selection_supported)
+            }
+            "directPathInfoSupported" => r.read_opt(&mut self.direct_path_info_supported),
+            "fcdLinkedCloneSupported" => r.read_opt(&mut self.fcd_linked_clone_supported),
+            "ehvQuickBootSupported" => r.read_opt(&mut self.ehv_quick_boot_supported),
+            "nestedHvTieringEnabled" => r.read_opt(&mut self.nested_hv_tiering_enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write(
+            "recursiveResourcePoolsSupported",
+            &self.recursive_resource_pools_supported,
+        );
+        w.write(
+            "cpuMemoryResourceConfigurationSupported",
+            &self.cpu_memory_resource_configuration_supported,
+        );
+        w.write("rebootSupported", &self.reboot_supported);
+        w.write("shutdownSupported", &self.shutdown_supported);
+        w.write("vmotionSupported", &self.vmotion_supported);
+        w.write("standbySupported", &self.standby_supported);
+        w.write_opt("ipmiSupported", &self.ipmi_supported);
+        w.write_opt("maxSupportedVMs", &self.max_supported_vms);
+        w.write_opt("maxRunningVMs", &self.max_running_vms);
+        w.write_opt("maxSupportedVcpus", &self.max_supported_vcpus);
+        w.write_opt("maxRegisteredVMs", &self.max_registered_vms);
+        w.write("datastorePrincipalSupported", &self.datastore_principal_supported);
+        w.write("sanSupported", &self.san_supported);
+        w.write("nfsSupported", &self.nfs_supported);
+        w.write("iscsiSupported", &self.iscsi_supported);
+        w.write("vlanTaggingSupported", &self.vlan_tagging_supported);
+        w.write("nicTeamingSupported", &self.nic_teaming_supported);
+        w.write("highGuestMemSupported", &self.high_guest_mem_supported);
+        w.write("maintenanceModeSupported", &self.maintenance_mode_supported);
+        w.write("suspendedRelocateSupported", &self.suspended_relocate_supported);
+        w.write(
+            "restrictedSnapshotRelocateSupported",
+            &self.restricted_snapshot_relocate_supported,
+        );
+        w.write("perVmSwapFiles", &self.per_vm_swap_files);
+        w.write("localSwapDatastoreSupported", &self.local_swap_datastore_supported);
+        w.write("unsharedSwapVMotionSupported", &self.unshared_swap_vmotion_supported);
+        w.write("backgroundSnapshotsSupported", &self.background_snapshots_supported);
+        w.write(
+            "preAssignedPCIUnitNumbersSupported",
+            &self.pre_assigned_pci_unit_numbers_supported,
+        );
+        w.write("screenshotSupported", &self.screenshot_supported);
+        w.write("scaledScreenshotSupported", &self.scaled_screenshot_supported);
+        w.write_opt("storageVMotionSupported", &self.storage_vmotion_supported);
+        w.write_opt(
+            "vmotionWithStorageVMotionSupported",
+            &self.vmotion_with_storage_vmotion_supported,
+        );
+        w.write_opt(
+            "vmotionAcrossNetworkSupported",
+            &self.vmotion_across_network_supported,
+        );
+        w.write_opt("maxNumDisksSVMotion", &self.max_num_disks_sv_motion);
+        if w
+            .since(
+                0x0800_0100,
+                "HostCapability.maxVirtualDiskDescVersionSupported",
+                self.max_virtual_disk_desc_version_supported.is_some(),
+            )
+        {
+            w.write_opt(
+                "maxVirtualDiskDescVersionSupported",
+                &self.max_virtual_disk_desc_version_supported,
+            );
+        }
+        w.write_opt("hbrNicSelectionSupported", &self.hbr_nic_selection_supported);
+        w.write_opt("vrNfcNicSelectionSupported", &self.vr_nfc_nic_selection_supported);
+        w.write_opt("recordReplaySupported", &self.record_replay_supported);
+        w.write_opt("ftSupported", &self.ft_supported);
+        w.write_opt("replayUnsupportedReason", &self.replay_unsupported_reason);
+        w.write_vec("replayCompatibilityIssues", &self.replay_compatibility_issues);
+        w.write_opt("smpFtSupported", &self.smp_ft_supported);
+        w.write_vec("ftCompatibilityIssues", &self.ft_compatibility_issues);
+        w.write_vec("smpFtCompatibilityIssues", &self.smp_ft_compatibility_issues);
+        w.write_opt("maxVcpusPerFtVm", &self.max_vcpus_per_ft_vm);
+        w.write_opt(
+            "loginBySSLThumbprintSupported",
+            &self.login_by_ssl_thumbprint_supported,
+        );
+        w.write_opt("cloneFromSnapshotSupported", &self.clone_from_snapshot_supported);
+        w.write_opt("deltaDiskBackingsSupported", &self.delta_disk_backings_supported);
+        w.write_opt(
+            "perVMNetworkTrafficShapingSupported",
+            &self.per_vm_network_traffic_shaping_supported,
+        );
+        w.write_opt("tpmSupported", &self.tpm_supported);
+        w.write_opt("tpmVersion", &self.tpm_version);
+        w.write_opt("txtEnabled", &self.txt_enabled);
+        if w.since(0x0901_0000, "HostCapability.drtmType", self.drtm_type.is_some()) {
+            w.write_opt("drtmType", &self.drtm_type);
+        }
+        w.write_vec("supportedCpuFeature", &self.supported_cpu_feature);
+        w.write_opt("virtualExecUsageSupported", &self.virtual_exec_usage_supported);
+        w.write_opt("storageIORMSupported", &self.storage_iorm_supported);
+        w.write_opt("vmDirectPathGen2Supported", &self.vm_direct_path_gen2_supported);
+        w.write_vec(
+            "vmDirectPathGen2UnsupportedReason",
+            &self.vm_direct_path_gen2_unsupported_reason,
+        );
+        w.write_opt(
+            "vmDirectPathGen2UnsupportedReasonExtended",
+            &self.vm_direct_path_gen2_unsupported_reason_extended,
+        );
+        w.write_vec("supportedVmfsMajorVersion", &self.supported_vmfs_major_version);
+        w.write_opt("vStorageCapable", &self.vstorage_capable);
+        w.write_opt("snapshotRelayoutSupported", &self.snapshot_relayout_supported);
+        w.write_opt("firewallIpRulesSupported", &self.firewall_ip_rules_supported);
+        w.write_opt("servicePackageInfoSupported", &self.service_package_info_supported);
+        w.write_opt("maxHostRunningVms", &self.max_host_running_vms);
+        w.write_opt("maxHostSupportedVcpus", &self.max_host_supported_vcpus);
+        w.write_opt("vmfsDatastoreMountCapable", &self.vmfs_datastore_mount_capable);
+        w.write_opt(
+            "eightPlusHostVmfsSharedAccessSupported",
+            &self.eight_plus_host_vmfs_shared_access_supported,
+        );
+        w.write_opt("nestedHVSupported", &self.nested_hv_supported);
+        w.write_opt("vPMCSupported", &self.vpmc_supported);
+        w.write_opt(
+            "interVMCommunicationThroughVMCISupported",
+            &self.inter_vm_communication_through_vmci_supported,
+        );
+        w.write_opt(
+            "scheduledHardwareUpgradeSupported",
+            &self.scheduled_hardware_upgrade_supported,
+        );
+        w.write_opt(
+            "featureCapabilitiesSupported",
+            &self.feature_capabilities_supported,
+        );
+        w.write_opt("latencySensitivitySupported", &self.latency_sensitivity_supported);
+        w.write_opt("storagePolicySupported", &self.storage_policy_supported);
+        w.write_opt("accel3dSupported", &self.accel3d_supported);
+        w.write_opt("reliableMemoryAware", &self.reliable_memory_aware);
+        w.write_opt(
+            "multipleNetworkStackInstanceSupported",
+            &self.multiple_network_stack_instance_supported,
+        );
+        w.write_opt("messageBusProxySupported", &self.message_bus_proxy_supported);
+        w.write_opt("vsanSupported", &self.vsan_supported);
+        w.write_opt("vFlashSupported", &self.vflash_supported);
+        w.write_opt("hostAccessManagerSupported", &self.host_access_manager_supported);
+        w.write_opt(
+            "provisioningNicSelectionSupported",
+            &self.provisioning_nic_selection_supported,
+        );
+        w.write_opt("nfs41Supported", &self.nfs41_supported);
+        w.write_opt("nfs41Krb5iSupported", &self.nfs41_krb5i_supported);
+        w.write_opt(
+            "turnDiskLocatorLedSupported",
+            &self.turn_disk_locator_led_supported,
+        );
+        w.write_opt(
+            "virtualVolumeDatastoreSupported",
+            &self.virtual_volume_datastore_supported,
+        );
+        w.write_opt("markAsSsdSupported", &self.mark_as_ssd_supported);
+        w.write_opt("markAsLocalSupported", &self.mark_as_local_supported);
+        w.write_opt(
+            "smartCardAuthenticationSupported",
+            &self.smart_card_authentication_supported,
+        );
+        w.write_opt("pMemSupported", &self.p_mem_supported);
+        w.write_opt("pMemSnapshotSupported", &self.p_mem_snapshot_supported);
+        w.write_opt("cryptoSupported", &self.crypto_supported);
+        w.write_opt("oneKVolumeAPIsSupported", &self.one_k_volume_apis_supported);
+        w.write_opt("gatewayOnNicSupported", &self.gateway_on_nic_supported);
+        w.write_opt("upitSupported", &self.upit_supported);
+        w.write_opt("cpuHwMmuSupported", &self.cpu_hw_mmu_supported);
+        w.write_opt("encryptedVMotionSupported", &self.encrypted_vmotion_supported);
+        w.write_opt(
+            "encryptionChangeOnAddRemoveSupported",
+            &self.encryption_change_on_add_remove_supported,
+        );
+        w.write_opt(
+            "encryptionHotOperationSupported",
+            &self.encryption_hot_operation_supported,
+        );
+        w.write_opt(
+            "encryptionWithSnapshotsSupported",
+            &self.encryption_with_snapshots_supported,
+        );
+        w.write_opt(
+            "encryptionFaultToleranceSupported",
+            &self.encryption_fault_tolerance_supported,
+        );
+        w.write_opt(
+            "encryptionMemorySaveSupported",
+            &self.encryption_memory_save_supported,
+        );
+        w.write_opt("encryptionRDMSupported", &self.encryption_rdm_supported);
+        w.write_opt("encryptionVFlashSupported", &self.encryption_vflash_supported);
+        w.write_opt("encryptionCBRCSupported", &self.encryption_cbrc_supported);
+        w.write_opt("encryptionHBRSupported", &self.encryption_hbr_supported);
+        w.write_opt("ftEfiSupported", &self.ft_efi_supported);
+        w.write_opt("unmapMethodSupported", &self.unmap_method_supported);
+        w.write_opt("maxMemMBPerFtVm", &self.max_mem_mb_per_ft_vm);
+        w.write_opt("virtualMmuUsageIgnored", &self.virtual_mmu_usage_ignored);
+        w.write_opt("virtualExecUsageIgnored", &self.virtual_exec_usage_ignored);
+        w.write_opt("vmCreateDateSupported", &self.vm_create_date_supported);
+        w.write_opt("vmfs3EOLSupported", &self.vmfs3_eol_supported);
+        w.write_opt("ftVmcpSupported", &self.ft_vmcp_supported);
+        w.write_opt("quickBootSupported", &self.quick_boot_supported);
+        w.write_opt("encryptedFtSupported", &self.encrypted_ft_supported);
+        w.write_opt("assignableHardwareSupported", &self.assignable_hardware_supported);
+        w.write_opt("suspendToMemorySupported", &self.suspend_to_memory_supported);
+        w.write_opt("useFeatureReqsForOldHWv", &self.use_feature_reqs_for_old_h_wv);
+        w.write_opt(
+            "markPerenniallyReservedSupported",
+            &self.mark_perennially_reserved_supported,
+        );
+        w.write_opt("hppPspSupported", &self.hpp_psp_supported);
+        w.write_opt(
+            "deviceRebindWithoutRebootSupported",
+            &self.device_rebind_without_reboot_supported,
+        );
+        w.write_opt(
+            "storagePolicyChangeSupported",
+            &self.storage_policy_change_supported,
+        );
+        w.write_opt(
+            "precisionTimeProtocolSupported",
+            &self.precision_time_protocol_supported,
+        );
+        w.write_opt(
+            "remoteDeviceVMotionSupported",
+            &self.remote_device_vmotion_supported,
+        );
+        w.write_opt("maxSupportedVmMemory", &self.max_supported_vm_memory);
+        w.write_opt("ahDeviceHintsSupported", &self.ah_device_hints_supported);
+        w.write_opt("nvmeOverTcpSupported", &self.nvme_over_tcp_supported);
+        w.write_opt(
+            "nvmeStorageFabricServicesSupported",
+            &self.nvme_storage_fabric_services_supported,
+        );
+        w.write_opt("assignHwPciConfigSupported", &self.assign_hw_pci_config_supported);
+        w.write_opt("timeConfigSupported", &self.time_config_supported);
+        w.write_opt(
+            "nvmeBatchOperationsSupported",
+            &self.nvme_batch_operations_supported,
+        );
+        w.write_opt("pMemFailoverSupported", &self.p_mem_failover_supported);
+        w.write_opt(
+            "hostConfigEncryptionSupported",
+            &self.host_config_encryption_supported,
+        );
+        if w
+            .since(
+                0x0800_0001,
+                "HostCapability.maxSupportedSimultaneousThreads",
+                self.max_supported_simultaneous_threads.is_some(),
+            )
+        {
+            w.write_opt(
+                "maxSupportedSimultaneousThreads",
+                &self.max_supported_simultaneous_threads,
+            );
+        }
+        w.write_opt("ptpConfigSupported", &self.ptp_config_supported);
+        w.write_opt("maxSupportedPtpPorts", &self.max_supported_ptp_ports);
+        if w
+            .since(
+                0x0800_0001,
+                "HostCapability.sgxRegistrationSupported",
+                self.sgx_registration_supported.is_some(),
+            )
+        {
+            w.write_opt("sgxRegistrationSupported", &self.sgx_registration_supported);
+        }
+        w.write_opt(
+            "pMemIndependentSnapshotSupported",
+            &self.p_mem_independent_snapshot_supported,
+        );
+        if w
+            .since(
+                0x0800_0001,
+                "HostCapability.iommuSLDirtyCapable",
+                self.iommu_sl_dirty_capable.is_some(),
+            )
+        {
+            w.write_opt("iommuSLDirtyCapable", &self.iommu_sl_dirty_capable);
+        }
+        if w
+            .since(
+                0x0800_0100,
+                "HostCapability.vmknicBindingSupported",
+                self.vmknic_binding_supported.is_some(),
+            )
+        {
+            w.write_opt("vmknicBindingSupported", &self.vmknic_binding_supported);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "HostCapability.ultralowFixedUnmapSupported",
+                self.ultralow_fixed_unmap_supported.is_some(),
+            )
+        {
+            w.write_opt(
+                "ultralowFixedUnmapSupported",
+                &self.ultralow_fixed_unmap_supported,
+            );
+        }
+        if w
+            .since(
+                0x0800_0000,
+                "HostCapability.nvmeVvolSupported",
+                self.nvme_vvol_supported.is_some(),
+            )
+        {
+            w.write_opt("nvmeVvolSupported", &self.nvme_vvol_supported);
+        }
+        if w
+            .since(
+                0x0800_0100,
+                "HostCapability.fptHotplugSupported",
+                self.fpt_hotplug_supported.is_some(),
+            )
+        {
+            w.write_opt("fptHotplugSupported", &self.fpt_hotplug_supported);
+        }
+        if w
+            .since(
+                0x0800_0100,
+                "HostCapability.mconnectSupported",
+                self.mconnect_supported.is_some(),
+            )
+        {
+            w.write_opt("mconnectSupported", &self.mconnect_supported);
+        }
+        if w
+            .since(
+                0x0800_0200,
+                "HostCapability.vsanNicMgmtSupported",
+                self.vsan_nic_mgmt_supported.is_some(),
+            )
+        {
+            w.write_opt("vsanNicMgmtSupported", &self.vsan_nic_mgmt_supported);
+        }
+        if w
+            .since(
+                0x0800_0200,
+                "HostCapability.vvolNQNSupported",
+                self.vvol_nqn_supported.is_some(),
+            )
+        {
+            w.write_opt("vvolNQNSupported", &self.vvol_nqn_supported);
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "HostCapability.stretchedSCSupported",
+                self.stretched_sc_supported.is_some(),
+            )
+        {
+            w.write_opt("stretchedSCSupported", &self.stretched_sc_supported);
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "HostCapability.vmknicBindingOnNFSv41",
+                self.vmknic_binding_on_nf_sv41.is_some(),
+            )
+        {
+            w.write_opt("vmknicBindingOnNFSv41", &self.vmknic_binding_on_nf_sv41);
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "HostCapability.vpStatusCheckSupported",
+                self.vp_status_check_supported.is_some(),
+            )
+        {
+            w.write_opt("vpStatusCheckSupported", &self.vp_status_check_supported);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "HostCapability.e2e4knSupported",
+                self.e2e4kn_supported.is_some(),
+            )
+        {
+            w.write_opt("e2e4knSupported", &self.e2e4kn_supported);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "HostCapability.vsanDedicatedVmkNicSupported",
+                self.vsan_dedicated_vmk_nic_supported.is_some(),
+            )
+        {
+            w.write_opt(
+                "vsanDedicatedVmkNicSupported",
+                &self.vsan_dedicated_vmk_nic_supported,
+            );
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "HostCapability.nConnectSupported",
+                self.n_connect_supported.is_some(),
+            )
+        {
+            w.write_opt("nConnectSupported", &self.n_connect_supported);
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "HostCapability.userKeySupported",
+                self.user_key_supported.is_some(),
+            )
+        {
+            w.write_opt("userKeySupported", &self.user_key_supported);
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "HostCapability.ndcmSupported",
+                self.ndcm_supported.is_some(),
+            )
+        {
+            w.write_opt("ndcmSupported", &self.ndcm_supported);
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "HostCapability.uefiSecureBoot",
+                self.uefi_secure_boot.is_some(),
+            )
+        {
+            w.write_opt("uefiSecureBoot", &self.uefi_secure_boot);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "HostCapability.vpxdVmxGenerationSupported",
+                self.vpxd_vmx_generation_supported.is_some(),
+            )
+        {
+            w.write_opt(
+                "vpxdVmxGenerationSupported",
+                &self.vpxd_vmx_generation_supported,
+            );
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "HostCapability.nfs41Krb5pSupported",
+                self.nfs41_krb5p_supported.is_some(),
+            )
+        {
+            w.write_opt("nfs41Krb5pSupported", &self.nfs41_krb5p_supported);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "HostCapability.cimSupported",
+                self.cim_supported.is_some(),
+            )
+        {
+            w.write_opt("cimSupported", &self.cim_supported);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "HostCapability.npivSupported",
+                self.npiv_supported.is_some(),
+            )
+        {
+            w.write_opt("npivSupported", &self.npiv_supported);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "HostCapability.entitlementSupported",
+                self.entitlement_supported.is_some(),
+            )
+        {
+            w.write_opt("entitlementSupported", &self.entitlement_supported);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostCapability.monitorUnrestricted",
+                self.monitor_unrestricted.is_some(),
+            )
+        {
+            w.write_opt("monitorUnrestricted", &self.monitor_unrestricted);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostCapability.vnetworkingNicSelectionSupported",
+                self.vnetworking_nic_selection_supported.is_some(),
+            )
+        {
+            w.write_opt(
+                "vnetworkingNicSelectionSupported",
+                &self.vnetworking_nic_selection_supported,
+            );
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostCapability.directPathInfoSupported",
+                self.direct_path_info_supported.is_some(),
+            )
+        {
+            w.write_opt("directPathInfoSupported", &self.direct_path_info_supported);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostCapability.fcdLinkedCloneSupported",
+                self.fcd_linked_clone_supported.is_some(),
+            )
+        {
+            w.write_opt("fcdLinkedCloneSupported", &self.fcd_linked_clone_supported);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostCapability.ehvQuickBootSupported",
+                self.ehv_quick_boot_supported.is_some(),
+            )
+        {
+            w.write_opt("ehvQuickBootSupported", &self.ehv_quick_boot_supported);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostCapability.nestedHvTieringEnabled",
+                self.nested_hv_tiering_enabled.is_some(),
+            )
+        {
+            w.write_opt("nestedHvTieringEnabled", &self.nested_hv_tiering_enabled);
+        }
+    }
+}
+/// `HostCertificateManagerCertificateInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostCertificateManagerCertificateInfo {
+    /// `kind`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub kind: Option<String>,
+    /// `issuer`.
+    pub issuer: Option<String>,
+    /// `notBefore`.
+    pub not_before: Option<x::DateTime>,
+    /// `notAfter`.
+    pub not_after: Option<x::DateTime>,
+    /// `subject`.
+    pub subject: Option<String>,
+    /// `status`.
+    pub status: String,
+}
+impl x::SchemaType for HostCertificateManagerCertificateInfo {
+    const TYPE_NAME: &'static str = "HostCertificateManagerCertificateInfo";
+}
+impl x::Structure for HostCertificateManagerCertificateInfo {}
+impl std::fmt::Debug for HostCertificateManagerCertificateInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCertificateManagerCertificateInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostCertificateManagerCertificateInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostCertificateManagerCertificateInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "kind" => r.read_opt(&mut self.kind),
+            "issuer" => r.read_opt(&mut self.issuer),
+            "notBefore" => r.read_opt(&mut self.not_before),
+            "notAfter" => r.read_opt(&mut self.not_after),
+            "subject" => r.read_opt(&mut self.subject),
+            "status" => r.read(&mut self.status),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        if w
+            .since(
+                0x0800_0100,
+                "HostCertificateManagerCertificateInfo.kind",
+                self.kind.is_some(),
+            )
+        {
+            w.write_opt("kind", &self.kind);
+        }
+        w.write_opt("issuer", &self.issuer);
+        w.write_opt("notBefore", &self.not_before);
+        w.write_opt("notAfter", &self.not_after);
+        w.write_opt("subject", &self.subject);
+        w.write("status", &self.status);
+    }
+}
+impl x::ArrayItem for HostCertificateManagerCertificateInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostCertificateManagerCertificateInfo";
+    const ITEM_TAG: &'static str = "HostCertificateManagerCertificateInfo";
+}
 /// `HostCertificateManagerCertificateSpec` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.1.0.
@@ -29,12 +1562,12 @@ impl x::SchemaType for HostCertificateManagerCertificateSpec {
 impl x::Structure for HostCertificateManagerCertificateSpec {}
 impl std::fmt::Debug for HostCertificateManagerCertificateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostCertificateManagerCertificateSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for HostCertificateManagerCertificateSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HostCertificateManagerCertificateSpec {
@@ -102,13 +1635,13 @@ impl x::Structure for HostCnxFailedAccountFailedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for HostCnxFailedAccountFailedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostCnxFailedAccountFailedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for HostCnxFailedAccountFailedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -160,13 +1693,13 @@ impl x::Structure for HostCnxFailedAlreadyManagedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for HostCnxFailedAlreadyManagedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostCnxFailedAlreadyManagedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for HostCnxFailedAlreadyManagedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -221,13 +1754,13 @@ impl x::Structure for HostCnxFailedBadCcagentEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for HostCnxFailedBadCcagentEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostCnxFailedBadCcagentEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for HostCnxFailedBadCcagentEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -277,13 +1810,13 @@ impl x::Structure for HostCnxFailedBadUsernameEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for HostCnxFailedBadUsernameEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostCnxFailedBadUsernameEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for HostCnxFailedBadUsernameEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -333,13 +1866,13 @@ impl x::Structure for HostCnxFailedBadVersionEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for HostCnxFailedBadVersionEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostCnxFailedBadVersionEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for HostCnxFailedBadVersionEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -389,13 +1922,13 @@ impl x::Structure for HostCnxFailedCcagentUpgradeEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for HostCnxFailedCcagentUpgradeEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostCnxFailedCcagentUpgradeEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for HostCnxFailedCcagentUpgradeEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -445,13 +1978,13 @@ impl x::Structure for HostCnxFailedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for HostCnxFailedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostCnxFailedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for HostCnxFailedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -501,13 +2034,13 @@ impl x::Structure for HostCnxFailedNetworkErrorEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for HostCnxFailedNetworkErrorEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostCnxFailedNetworkErrorEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for HostCnxFailedNetworkErrorEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -557,13 +2090,13 @@ impl x::Structure for HostCnxFailedNoAccessEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for HostCnxFailedNoAccessEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostCnxFailedNoAccessEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for HostCnxFailedNoAccessEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -613,13 +2146,13 @@ impl x::Structure for HostCnxFailedNoConnectionEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for HostCnxFailedNoConnectionEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostCnxFailedNoConnectionEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for HostCnxFailedNoConnectionEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -669,13 +2202,13 @@ impl x::Structure for HostCnxFailedNoLicenseEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for HostCnxFailedNoLicenseEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostCnxFailedNoLicenseEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for HostCnxFailedNoLicenseEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -725,13 +2258,13 @@ impl x::Structure for HostCnxFailedNotFoundEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for HostCnxFailedNotFoundEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostCnxFailedNotFoundEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for HostCnxFailedNotFoundEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -781,13 +2314,13 @@ impl x::Structure for HostCnxFailedTimeoutEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for HostCnxFailedTimeoutEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostCnxFailedTimeoutEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for HostCnxFailedTimeoutEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -833,12 +2366,12 @@ impl x::SchemaType for HostCommunication {
 impl x::Structure for HostCommunication {}
 impl std::fmt::Debug for HostCommunication {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostCommunication", x::fields_ref(self))
     }
 }
 impl PartialEq for HostCommunication {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for HostCommunication {
@@ -887,13 +2420,13 @@ impl x::Structure for HostComplianceCheckedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for HostComplianceCheckedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostComplianceCheckedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for HostComplianceCheckedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -948,13 +2481,13 @@ impl x::Structure for HostCompliantEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for HostCompliantEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostCompliantEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for HostCompliantEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1004,13 +2537,13 @@ impl x::Structure for HostConfigAppliedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for HostConfigAppliedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostConfigAppliedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for HostConfigAppliedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1051,12 +2584,12 @@ impl x::SchemaType for HostConfigChange {
 impl x::Structure for HostConfigChange {}
 impl std::fmt::Debug for HostConfigChange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostConfigChange", x::fields_ref(self))
     }
 }
 impl PartialEq for HostConfigChange {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostConfigChange {
@@ -1089,13 +2622,13 @@ impl x::Structure for HostConfigFailed {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for HostConfigFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostConfigFailed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for HostConfigFailed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1159,13 +2692,13 @@ impl x::Structure for HostConfigFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for HostConfigFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostConfigFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for HostConfigFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1195,2093 +2728,5 @@ impl x::Fields for HostConfigFault {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.vim_fault, w);
-    }
-}
-/// `HostConfigInfo` (extends `DynamicData`).
-#[derive(Default)]
-pub struct HostConfigInfo {
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-    /// `product`.
-    pub product: AboutInfo,
-    /// `deploymentInfo`.
-    pub deployment_info: Option<HostDeploymentInfo>,
-    /// `hyperThread`.
-    pub hyper_thread: Option<HostHyperThreadScheduleInfo>,
-    /// `cpuScheduler`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub cpu_scheduler: Option<HostCpuSchedulerInfo>,
-    /// `consoleReservation`.
-    pub console_reservation: Option<ServiceConsoleReservationInfo>,
-    /// `virtualMachineReservation`.
-    pub virtual_machine_reservation: Option<VirtualMachineMemoryReservationInfo>,
-    /// `storageDevice`.
-    pub storage_device: Option<HostStorageDeviceInfo>,
-    /// `multipathState`.
-    pub multipath_state: Option<HostMultipathStateInfo>,
-    /// `fileSystemVolume`.
-    pub file_system_volume: Option<HostFileSystemVolumeInfo>,
-    /// `systemFile`.
-    pub system_file: Vec<String>,
-    /// `network`.
-    pub network: Option<HostNetworkInfo>,
-    /// `vmotion`.
-    pub vmotion: Option<HostVMotionInfo>,
-    /// `virtualNicManagerInfo`.
-    pub virtual_nic_manager_info: Option<HostVirtualNicManagerInfo>,
-    /// `capabilities`.
-    pub capabilities: Option<HostNetCapabilities>,
-    /// `datastoreCapabilities`.
-    pub datastore_capabilities: Option<HostDatastoreSystemCapabilities>,
-    /// `offloadCapabilities`.
-    pub offload_capabilities: Option<HostNetOffloadCapabilities>,
-    /// `service`.
-    pub service: Option<HostServiceInfo>,
-    /// `firewall`.
-    pub firewall: Option<HostFirewallInfo>,
-    /// `autoStart`.
-    pub auto_start: Option<HostAutoStartManagerConfig>,
-    /// `activeDiagnosticPartition`.
-    pub active_diagnostic_partition: Option<HostDiagnosticPartition>,
-    /// `option`.
-    pub option: Vec<AnyOptionValue>,
-    /// `optionDef`.
-    pub option_def: Vec<OptionDef>,
-    /// `datastorePrincipal`.
-    pub datastore_principal: Option<String>,
-    /// `localSwapDatastore`.
-    pub local_swap_datastore: Option<x::ManagedObjectReference>,
-    /// `systemSwapConfiguration`.
-    pub system_swap_configuration: Option<HostSystemSwapConfiguration>,
-    /// `systemResources`.
-    pub system_resources: Option<HostSystemResourceInfo>,
-    /// `dateTimeInfo`.
-    pub date_time_info: Option<HostDateTimeInfo>,
-    /// `flags`.
-    pub flags: Option<HostFlagInfo>,
-    /// `adminDisabled`.
-    pub admin_disabled: Option<bool>,
-    /// `lockdownMode`.
-    pub lockdown_mode: Option<HostLockdownMode>,
-    /// `ipmi`.
-    pub ipmi: Option<HostIpmiInfo>,
-    /// `sslThumbprintInfo`.
-    pub ssl_thumbprint_info: Option<HostSslThumbprintInfo>,
-    /// `sslThumbprintData`.
-    pub ssl_thumbprint_data: Vec<HostSslThumbprintInfo>,
-    /// `authenticationData`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub authentication_data: Vec<HostAuthenticationInfo>,
-    /// `certificate`.
-    pub certificate: Vec<i8>,
-    /// `pciPassthruInfo`.
-    pub pci_passthru_info: Vec<AnyHostPciPassthruInfo>,
-    /// `authenticationManagerInfo`.
-    pub authentication_manager_info: Option<HostAuthenticationManagerInfo>,
-    /// `featureVersion`.
-    pub feature_version: Vec<HostFeatureVersionInfo>,
-    /// `powerSystemCapability`.
-    pub power_system_capability: Option<PowerSystemCapability>,
-    /// `powerSystemInfo`.
-    pub power_system_info: Option<PowerSystemInfo>,
-    /// `cacheConfigurationInfo`.
-    pub cache_configuration_info: Vec<HostCacheConfigurationInfo>,
-    /// `wakeOnLanCapable`.
-    pub wake_on_lan_capable: Option<bool>,
-    /// `featureCapability`.
-    pub feature_capability: Vec<HostFeatureCapability>,
-    /// `maskedFeatureCapability`.
-    pub masked_feature_capability: Vec<HostFeatureCapability>,
-    /// `vFlashConfigInfo`.
-    pub vflash_config_info: Option<HostVFlashManagerVFlashConfigInfo>,
-    /// `vsanHostConfig`.
-    pub vsan_host_config: Option<VsanHostConfigInfo>,
-    /// `domainList`.
-    pub domain_list: Vec<String>,
-    /// `scriptCheckSum`.
-    pub script_check_sum: Option<Vec<u8>>,
-    /// `hostConfigCheckSum`.
-    pub host_config_check_sum: Option<Vec<u8>>,
-    /// `descriptionTreeCheckSum`.
-    pub description_tree_check_sum: Option<Vec<u8>>,
-    /// `graphicsInfo`.
-    pub graphics_info: Vec<HostGraphicsInfo>,
-    /// `sharedPassthruGpuTypes`.
-    pub shared_passthru_gpu_types: Vec<String>,
-    /// `graphicsConfig`.
-    pub graphics_config: Option<HostGraphicsConfig>,
-    /// `sharedGpuCapabilities`.
-    pub shared_gpu_capabilities: Vec<HostSharedGpuCapabilities>,
-    /// `ioFilterInfo`.
-    pub io_filter_info: Vec<HostIoFilterInfo>,
-    /// `sriovDevicePool`.
-    pub sriov_device_pool: Vec<AnyHostSriovDevicePoolInfo>,
-    /// `assignableHardwareBinding`.
-    pub assignable_hardware_binding: Vec<HostAssignableHardwareBinding>,
-    /// `assignableHardwareConfig`.
-    pub assignable_hardware_config: Option<HostAssignableHardwareConfig>,
-}
-impl x::SchemaType for HostConfigInfo {
-    const TYPE_NAME: &'static str = "HostConfigInfo";
-}
-impl x::Structure for HostConfigInfo {}
-impl std::fmt::Debug for HostConfigInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostConfigInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for HostConfigInfo {
-    fn clone(&self) -> Self {
-        Self {
-            host: self.host.clone(),
-            product: self.product.clone(),
-            deployment_info: self.deployment_info.clone(),
-            hyper_thread: self.hyper_thread.clone(),
-            cpu_scheduler: self.cpu_scheduler.clone(),
-            console_reservation: self.console_reservation.clone(),
-            virtual_machine_reservation: self.virtual_machine_reservation.clone(),
-            storage_device: self.storage_device.clone(),
-            multipath_state: self.multipath_state.clone(),
-            file_system_volume: self.file_system_volume.clone(),
-            system_file: x::clone_vec(&self.system_file),
-            network: self.network.clone(),
-            vmotion: self.vmotion.clone(),
-            virtual_nic_manager_info: self.virtual_nic_manager_info.clone(),
-            capabilities: self.capabilities.clone(),
-            datastore_capabilities: self.datastore_capabilities.clone(),
-            offload_capabilities: self.offload_capabilities.clone(),
-            service: self.service.clone(),
-            firewall: self.firewall.clone(),
-            auto_start: self.auto_start.clone(),
-            active_diagnostic_partition: self.active_diagnostic_partition.clone(),
-            option: x::clone_vec(&self.option),
-            option_def: x::clone_vec(&self.option_def),
-            datastore_principal: self.datastore_principal.clone(),
-            local_swap_datastore: self.local_swap_datastore.clone(),
-            system_swap_configuration: self.system_swap_configuration.clone(),
-            system_resources: self.system_resources.clone(),
-            date_time_info: self.date_time_info.clone(),
-            flags: self.flags.clone(),
-            admin_disabled: self.admin_disabled,
-            lockdown_mode: self.lockdown_mode.clone(),
-            ipmi: self.ipmi.clone(),
-            ssl_thumbprint_info: self.ssl_thumbprint_info.clone(),
-            ssl_thumbprint_data: x::clone_vec(&self.ssl_thumbprint_data),
-            authentication_data: x::clone_vec(&self.authentication_data),
-            certificate: x::clone_vec(&self.certificate),
-            pci_passthru_info: x::clone_vec(&self.pci_passthru_info),
-            authentication_manager_info: self.authentication_manager_info.clone(),
-            feature_version: x::clone_vec(&self.feature_version),
-            power_system_capability: self.power_system_capability.clone(),
-            power_system_info: self.power_system_info.clone(),
-            cache_configuration_info: x::clone_vec(&self.cache_configuration_info),
-            wake_on_lan_capable: self.wake_on_lan_capable,
-            feature_capability: x::clone_vec(&self.feature_capability),
-            masked_feature_capability: x::clone_vec(&self.masked_feature_capability),
-            vflash_config_info: self.vflash_config_info.clone(),
-            vsan_host_config: self.vsan_host_config.clone(),
-            domain_list: x::clone_vec(&self.domain_list),
-            script_check_sum: self.script_check_sum.clone(),
-            host_config_check_sum: self.host_config_check_sum.clone(),
-            description_tree_check_sum: self.description_tree_check_sum.clone(),
-            graphics_info: x::clone_vec(&self.graphics_info),
-            shared_passthru_gpu_types: x::clone_vec(&self.shared_passthru_gpu_types),
-            graphics_config: self.graphics_config.clone(),
-            shared_gpu_capabilities: x::clone_vec(&self.shared_gpu_capabilities),
-            io_filter_info: x::clone_vec(&self.io_filter_info),
-            sriov_device_pool: x::clone_vec(&self.sriov_device_pool),
-            assignable_hardware_binding: x::clone_vec(&self.assignable_hardware_binding),
-            assignable_hardware_config: self.assignable_hardware_config.clone(),
-        }
-    }
-}
-impl x::Fields for HostConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read(&mut self.host),
-            "product" => r.read(&mut self.product),
-            "deploymentInfo" => r.read_opt(&mut self.deployment_info),
-            "hyperThread" => r.read_opt(&mut self.hyper_thread),
-            "cpuScheduler" => r.read_opt(&mut self.cpu_scheduler),
-            "consoleReservation" => r.read_opt(&mut self.console_reservation),
-            "virtualMachineReservation" => {
-                r.read_opt(&mut self.virtual_machine_reservation)
-            }
-            "storageDevice" => r.read_opt(&mut self.storage_device),
-            "multipathState" => r.read_opt(&mut self.multipath_state),
-            "fileSystemVolume" => r.read_opt(&mut self.file_system_volume),
-            "systemFile" => r.read_push(&mut self.system_file),
-            "network" => r.read_opt(&mut self.network),
-            "vmotion" => r.read_opt(&mut self.vmotion),
-            "virtualNicManagerInfo" => r.read_opt(&mut self.virtual_nic_manager_info),
-            "capabilities" => r.read_opt(&mut self.capabilities),
-            "datastoreCapabilities" => r.read_opt(&mut self.datastore_capabilities),
-            "offloadCapabilities" => r.read_opt(&mut self.offload_capabilities),
-            "service" => r.read_opt(&mut self.service),
-            "firewall" => r.read_opt(&mut self.firewall),
-            "autoStart" => r.read_opt(&mut self.auto_start),
-            "activeDiagnosticPartition" => {
-                r.read_opt(&mut self.active_diagnostic_partition)
-            }
-            "option" => r.read_push(&mut self.option),
-            "optionDef" => r.read_push(&mut self.option_def),
-            "datastorePrincipal" => r.read_opt(&mut self.datastore_principal),
-            "localSwapDatastore" => r.read_opt(&mut self.local_swap_datastore),
-            "systemSwapConfiguration" => r.read_opt(&mut self.system_swap_configuration),
-            "systemResources" => r.read_opt(&mut self.system_resources),
-            "dateTimeInfo" => r.read_opt(&mut self.date_time_info),
-            "flags" => r.read_opt(&mut self.flags),
-            "adminDisabled" => r.read_opt(&mut self.admin_disabled),
-            "lockdownMode" => r.read_opt(&mut self.lockdown_mode),
-            "ipmi" => r.read_opt(&mut self.ipmi),
-            "sslThumbprintInfo" => r.read_opt(&mut self.ssl_thumbprint_info),
-            "sslThumbprintData" => r.read_push(&mut self.ssl_thumbprint_data),
-            "authenticationData" => r.read_push(&mut self.authentication_data),
-            "certificate" => r.read_push(&mut self.certificate),
-            "pciPassthruInfo" => r.read_push(&mut self.pci_passthru_info),
-            "authenticationManagerInfo" => {
-                r.read_opt(&mut self.authentication_manager_info)
-            }
-            "featureVersion" => r.read_push(&mut self.feature_version),
-            "powerSystemCapability" => r.read_opt(&mut self.power_system_capability),
-            "powerSystemInfo" => r.read_opt(&mut self.power_system_info),
-            "cacheConfigurationInfo" => r.read_push(&mut self.cache_configuration_info),
-            "wakeOnLanCapable" => r.read_opt(&mut self.wake_on_lan_capable),
-            "featureCapability" => r.read_push(&mut self.feature_capability),
-            "maskedFeatureCapability" => r.read_push(&mut self.masked_feature_capability),
-            "vFlashConfigInfo" => r.read_opt(&mut self.vflash_config_info),
-            "vsanHostConfig" => r.read_opt(&mut self.vsan_host_config),
-            "domainList" => r.read_push(&mut self.domain_list),
-            "scriptCheckSum" => r.read_opt(&mut self.script_check_sum),
-            "hostConfigCheckSum" => r.read_opt(&mut self.host_config_check_sum),
-            "descriptionTreeCheckSum" => r.read_opt(&mut self.description_tree_check_sum),
-            "graphicsInfo" => r.read_push(&mut self.graphics_info),
-            "sharedPassthruGpuTypes" => r.read_push(&mut self.shared_passthru_gpu_types),
-            "graphicsConfig" => r.read_opt(&mut self.graphics_config),
-            "sharedGpuCapabilities" => r.read_push(&mut self.shared_gpu_capabilities),
-            "ioFilterInfo" => r.read_push(&mut self.io_filter_info),
-            "sriovDevicePool" => r.read_push(&mut self.sriov_device_pool),
-            "assignableHardwareBinding" => {
-                r.read_push(&mut self.assignable_hardware_binding)
-            }
-            "assignableHardwareConfig" => {
-                r.read_opt(&mut self.assignable_hardware_config)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("host", &self.host);
-        w.write("product", &self.product);
-        w.write_opt("deploymentInfo", &self.deployment_info);
-        w.write_opt("hyperThread", &self.hyper_thread);
-        if w
-            .since(
-                0x0800_0300,
-                "HostConfigInfo.cpuScheduler",
-                self.cpu_scheduler.is_some(),
-            )
-        {
-            w.write_opt("cpuScheduler", &self.cpu_scheduler);
-        }
-        w.write_opt("consoleReservation", &self.console_reservation);
-        w.write_opt("virtualMachineReservation", &self.virtual_machine_reservation);
-        w.write_opt("storageDevice", &self.storage_device);
-        w.write_opt("multipathState", &self.multipath_state);
-        w.write_opt("fileSystemVolume", &self.file_system_volume);
-        w.write_vec("systemFile", &self.system_file);
-        w.write_opt("network", &self.network);
-        w.write_opt("vmotion", &self.vmotion);
-        w.write_opt("virtualNicManagerInfo", &self.virtual_nic_manager_info);
-        w.write_opt("capabilities", &self.capabilities);
-        w.write_opt("datastoreCapabilities", &self.datastore_capabilities);
-        w.write_opt("offloadCapabilities", &self.offload_capabilities);
-        w.write_opt("service", &self.service);
-        w.write_opt("firewall", &self.firewall);
-        w.write_opt("autoStart", &self.auto_start);
-        w.write_opt("activeDiagnosticPartition", &self.active_diagnostic_partition);
-        w.write_vec("option", &self.option);
-        w.write_vec("optionDef", &self.option_def);
-        w.write_opt("datastorePrincipal", &self.datastore_principal);
-        w.write_opt("localSwapDatastore", &self.local_swap_datastore);
-        w.write_opt("systemSwapConfiguration", &self.system_swap_configuration);
-        w.write_opt("systemResources", &self.system_resources);
-        w.write_opt("dateTimeInfo", &self.date_time_info);
-        w.write_opt("flags", &self.flags);
-        w.write_opt("adminDisabled", &self.admin_disabled);
-        w.write_opt("lockdownMode", &self.lockdown_mode);
-        w.write_opt("ipmi", &self.ipmi);
-        w.write_opt("sslThumbprintInfo", &self.ssl_thumbprint_info);
-        w.write_vec("sslThumbprintData", &self.ssl_thumbprint_data);
-        if w
-            .since(
-                0x0900_0000,
-                "HostConfigInfo.authenticationData",
-                !self.authentication_data.is_empty(),
-            )
-        {
-            w.write_vec("authenticationData", &self.authentication_data);
-        }
-        w.write_vec("certificate", &self.certificate);
-        w.write_vec("pciPassthruInfo", &self.pci_passthru_info);
-        w.write_opt("authenticationManagerInfo", &self.authentication_manager_info);
-        w.write_vec("featureVersion", &self.feature_version);
-        w.write_opt("powerSystemCapability", &self.power_system_capability);
-        w.write_opt("powerSystemInfo", &self.power_system_info);
-        w.write_vec("cacheConfigurationInfo", &self.cache_configuration_info);
-        w.write_opt("wakeOnLanCapable", &self.wake_on_lan_capable);
-        w.write_vec("featureCapability", &self.feature_capability);
-        w.write_vec("maskedFeatureCapability", &self.masked_feature_capability);
-        w.write_opt("vFlashConfigInfo", &self.vflash_config_info);
-        w.write_opt("vsanHostConfig", &self.vsan_host_config);
-        w.write_vec("domainList", &self.domain_list);
-        w.write_opt("scriptCheckSum", &self.script_check_sum);
-        w.write_opt("hostConfigCheckSum", &self.host_config_check_sum);
-        w.write_opt("descriptionTreeCheckSum", &self.description_tree_check_sum);
-        w.write_vec("graphicsInfo", &self.graphics_info);
-        w.write_vec("sharedPassthruGpuTypes", &self.shared_passthru_gpu_types);
-        w.write_opt("graphicsConfig", &self.graphics_config);
-        w.write_vec("sharedGpuCapabilities", &self.shared_gpu_capabilities);
-        w.write_vec("ioFilterInfo", &self.io_filter_info);
-        w.write_vec("sriovDevicePool", &self.sriov_device_pool);
-        w.write_vec("assignableHardwareBinding", &self.assignable_hardware_binding);
-        w.write_opt("assignableHardwareConfig", &self.assignable_hardware_config);
-    }
-}
-/// `HostConfigManager` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostConfigManager {
-    /// `cpuScheduler`.
-    pub cpu_scheduler: Option<x::ManagedObjectReference>,
-    /// `datastoreSystem`.
-    pub datastore_system: Option<x::ManagedObjectReference>,
-    /// `memoryManager`.
-    pub memory_manager: Option<x::ManagedObjectReference>,
-    /// `storageSystem`.
-    pub storage_system: Option<x::ManagedObjectReference>,
-    /// `networkSystem`.
-    pub network_system: Option<x::ManagedObjectReference>,
-    /// `vmotionSystem`.
-    pub vmotion_system: Option<x::ManagedObjectReference>,
-    /// `virtualNicManager`.
-    pub virtual_nic_manager: Option<x::ManagedObjectReference>,
-    /// `serviceSystem`.
-    pub service_system: Option<x::ManagedObjectReference>,
-    /// `firewallSystem`.
-    pub firewall_system: Option<x::ManagedObjectReference>,
-    /// `advancedOption`.
-    pub advanced_option: Option<x::ManagedObjectReference>,
-    /// `diagnosticSystem`.
-    pub diagnostic_system: Option<x::ManagedObjectReference>,
-    /// `autoStartManager`.
-    pub auto_start_manager: Option<x::ManagedObjectReference>,
-    /// `snmpSystem`.
-    pub snmp_system: Option<x::ManagedObjectReference>,
-    /// `dateTimeSystem`.
-    pub date_time_system: Option<x::ManagedObjectReference>,
-    /// `patchManager`.
-    pub patch_manager: Option<x::ManagedObjectReference>,
-    /// `imageConfigManager`.
-    pub image_config_manager: Option<x::ManagedObjectReference>,
-    /// `bootDeviceSystem`.
-    pub boot_device_system: Option<x::ManagedObjectReference>,
-    /// `firmwareSystem`.
-    pub firmware_system: Option<x::ManagedObjectReference>,
-    /// `healthStatusSystem`.
-    pub health_status_system: Option<x::ManagedObjectReference>,
-    /// `pciPassthruSystem`.
-    pub pci_passthru_system: Option<x::ManagedObjectReference>,
-    /// `licenseManager`.
-    pub license_manager: Option<x::ManagedObjectReference>,
-    /// `kernelModuleSystem`.
-    pub kernel_module_system: Option<x::ManagedObjectReference>,
-    /// `authenticationManager`.
-    pub authentication_manager: Option<x::ManagedObjectReference>,
-    /// `powerSystem`.
-    pub power_system: Option<x::ManagedObjectReference>,
-    /// `cacheConfigurationManager`.
-    pub cache_configuration_manager: Option<x::ManagedObjectReference>,
-    /// `esxAgentHostManager`.
-    pub esx_agent_host_manager: Option<x::ManagedObjectReference>,
-    /// `iscsiManager`.
-    pub iscsi_manager: Option<x::ManagedObjectReference>,
-    /// `vFlashManager`.
-    pub vflash_manager: Option<x::ManagedObjectReference>,
-    /// `vsanSystem`.
-    pub vsan_system: Option<x::ManagedObjectReference>,
-    /// `messageBusProxy`.
-    pub message_bus_proxy: Option<x::ManagedObjectReference>,
-    /// `userDirectory`.
-    pub user_directory: Option<x::ManagedObjectReference>,
-    /// `accountManager`.
-    pub account_manager: Option<x::ManagedObjectReference>,
-    /// `hostAccessManager`.
-    pub host_access_manager: Option<x::ManagedObjectReference>,
-    /// `graphicsManager`.
-    pub graphics_manager: Option<x::ManagedObjectReference>,
-    /// `vsanInternalSystem`.
-    pub vsan_internal_system: Option<x::ManagedObjectReference>,
-    /// `certificateManager`.
-    pub certificate_manager: Option<x::ManagedObjectReference>,
-    /// `cryptoManager`.
-    pub crypto_manager: Option<x::ManagedObjectReference>,
-    /// `nvdimmSystem`.
-    pub nvdimm_system: Option<x::ManagedObjectReference>,
-    /// `assignableHardwareManager`.
-    pub assignable_hardware_manager: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for HostConfigManager {
-    const TYPE_NAME: &'static str = "HostConfigManager";
-}
-impl x::Structure for HostConfigManager {}
-impl std::fmt::Debug for HostConfigManager {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostConfigManager {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostConfigManager {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "cpuScheduler" => r.read_opt(&mut self.cpu_scheduler),
-            "datastoreSystem" => r.read_opt(&mut self.datastore_system),
-            "memoryManager" => r.read_opt(&mut self.memory_manager),
-            "storageSystem" => r.read_opt(&mut self.storage_system),
-            "networkSystem" => r.read_opt(&mut self.network_system),
-            "vmotionSystem" => r.read_opt(&mut self.vmotion_system),
-            "virtualNicManager" => r.read_opt(&mut self.virtual_nic_manager),
-            "serviceSystem" => r.read_opt(&mut self.service_system),
-            "firewallSystem" => r.read_opt(&mut self.firewall_system),
-            "advancedOption" => r.read_opt(&mut self.advanced_option),
-            "diagnosticSystem" => r.read_opt(&mut self.diagnostic_system),
-            "autoStartManager" => r.read_opt(&mut self.auto_start_manager),
-            "snmpSystem" => r.read_opt(&mut self.snmp_system),
-            "dateTimeSystem" => r.read_opt(&mut self.date_time_system),
-            "patchManager" => r.read_opt(&mut self.patch_manager),
-            "imageConfigManager" => r.read_opt(&mut self.image_config_manager),
-            "bootDeviceSystem" => r.read_opt(&mut self.boot_device_system),
-            "firmwareSystem" => r.read_opt(&mut self.firmware_system),
-            "healthStatusSystem" => r.read_opt(&mut self.health_status_system),
-            "pciPassthruSystem" => r.read_opt(&mut self.pci_passthru_system),
-            "licenseManager" => r.read_opt(&mut self.license_manager),
-            "kernelModuleSystem" => r.read_opt(&mut self.kernel_module_system),
-            "authenticationManager" => r.read_opt(&mut self.authentication_manager),
-            "powerSystem" => r.read_opt(&mut self.power_system),
-            "cacheConfigurationManager" => {
-                r.read_opt(&mut self.cache_configuration_manager)
-            }
-            "esxAgentHostManager" => r.read_opt(&mut self.esx_agent_host_manager),
-            "iscsiManager" => r.read_opt(&mut self.iscsi_manager),
-            "vFlashManager" => r.read_opt(&mut self.vflash_manager),
-            "vsanSystem" => r.read_opt(&mut self.vsan_system),
-            "messageBusProxy" => r.read_opt(&mut self.message_bus_proxy),
-            "userDirectory" => r.read_opt(&mut self.user_directory),
-            "accountManager" => r.read_opt(&mut self.account_manager),
-            "hostAccessManager" => r.read_opt(&mut self.host_access_manager),
-            "graphicsManager" => r.read_opt(&mut self.graphics_manager),
-            "vsanInternalSystem" => r.read_opt(&mut self.vsan_internal_system),
-            "certificateManager" => r.read_opt(&mut self.certificate_manager),
-            "cryptoManager" => r.read_opt(&mut self.crypto_manager),
-            "nvdimmSystem" => r.read_opt(&mut self.nvdimm_system),
-            "assignableHardwareManager" => {
-                r.read_opt(&mut self.assignable_hardware_manager)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("cpuScheduler", &self.cpu_scheduler);
-        w.write_opt("datastoreSystem", &self.datastore_system);
-        w.write_opt("memoryManager", &self.memory_manager);
-        w.write_opt("storageSystem", &self.storage_system);
-        w.write_opt("networkSystem", &self.network_system);
-        w.write_opt("vmotionSystem", &self.vmotion_system);
-        w.write_opt("virtualNicManager", &self.virtual_nic_manager);
-        w.write_opt("serviceSystem", &self.service_system);
-        w.write_opt("firewallSystem", &self.firewall_system);
-        w.write_opt("advancedOption", &self.advanced_option);
-        w.write_opt("diagnosticSystem", &self.diagnostic_system);
-        w.write_opt("autoStartManager", &self.auto_start_manager);
-        w.write_opt("snmpSystem", &self.snmp_system);
-        w.write_opt("dateTimeSystem", &self.date_time_system);
-        w.write_opt("patchManager", &self.patch_manager);
-        w.write_opt("imageConfigManager", &self.image_config_manager);
-        w.write_opt("bootDeviceSystem", &self.boot_device_system);
-        w.write_opt("firmwareSystem", &self.firmware_system);
-        w.write_opt("healthStatusSystem", &self.health_status_system);
-        w.write_opt("pciPassthruSystem", &self.pci_passthru_system);
-        w.write_opt("licenseManager", &self.license_manager);
-        w.write_opt("kernelModuleSystem", &self.kernel_module_system);
-        w.write_opt("authenticationManager", &self.authentication_manager);
-        w.write_opt("powerSystem", &self.power_system);
-        w.write_opt("cacheConfigurationManager", &self.cache_configuration_manager);
-        w.write_opt("esxAgentHostManager", &self.esx_agent_host_manager);
-        w.write_opt("iscsiManager", &self.iscsi_manager);
-        w.write_opt("vFlashManager", &self.vflash_manager);
-        w.write_opt("vsanSystem", &self.vsan_system);
-        w.write_opt("messageBusProxy", &self.message_bus_proxy);
-        w.write_opt("userDirectory", &self.user_directory);
-        w.write_opt("accountManager", &self.account_manager);
-        w.write_opt("hostAccessManager", &self.host_access_manager);
-        w.write_opt("graphicsManager", &self.graphics_manager);
-        w.write_opt("vsanInternalSystem", &self.vsan_internal_system);
-        w.write_opt("certificateManager", &self.certificate_manager);
-        w.write_opt("cryptoManager", &self.crypto_manager);
-        w.write_opt("nvdimmSystem", &self.nvdimm_system);
-        w.write_opt("assignableHardwareManager", &self.assignable_hardware_manager);
-    }
-}
-/// `HostConfigSpec` (extends `DynamicData`).
-#[derive(Default)]
-pub struct HostConfigSpec {
-    /// `nasDatastore`.
-    pub nas_datastore: Vec<HostNasVolumeConfig>,
-    /// `network`.
-    pub network: Option<HostNetworkConfig>,
-    /// `nicTypeSelection`.
-    pub nic_type_selection: Vec<HostVirtualNicManagerNicTypeSelection>,
-    /// `service`.
-    pub service: Vec<HostServiceConfig>,
-    /// `firewall`.
-    pub firewall: Option<HostFirewallConfig>,
-    /// `option`.
-    pub option: Vec<AnyOptionValue>,
-    /// `datastorePrincipal`.
-    pub datastore_principal: Option<String>,
-    /// `datastorePrincipalPasswd`.
-    pub datastore_principal_passwd: Option<String>,
-    /// `datetime`.
-    pub datetime: Option<HostDateTimeConfig>,
-    /// `storageDevice`.
-    pub storage_device: Option<HostStorageDeviceInfo>,
-    /// `license`.
-    pub license: Option<HostLicenseSpec>,
-    /// `security`.
-    pub security: Option<HostSecuritySpec>,
-    /// `userAccount`.
-    pub user_account: Vec<AnyHostAccountSpec>,
-    /// `usergroupAccount`.
-    pub usergroup_account: Vec<AnyHostAccountSpec>,
-    /// `memory`.
-    pub memory: Option<HostMemorySpec>,
-    /// `activeDirectory`.
-    pub active_directory: Vec<HostActiveDirectory>,
-    /// `genericConfig`.
-    pub generic_config: Vec<KeyAnyValue>,
-    /// `graphicsConfig`.
-    pub graphics_config: Option<HostGraphicsConfig>,
-    /// `assignableHardwareConfig`.
-    pub assignable_hardware_config: Option<HostAssignableHardwareConfig>,
-}
-impl x::SchemaType for HostConfigSpec {
-    const TYPE_NAME: &'static str = "HostConfigSpec";
-}
-impl x::Structure for HostConfigSpec {}
-impl std::fmt::Debug for HostConfigSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostConfigSpec {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for HostConfigSpec {
-    fn clone(&self) -> Self {
-        Self {
-            nas_datastore: x::clone_vec(&self.nas_datastore),
-            network: self.network.clone(),
-            nic_type_selection: x::clone_vec(&self.nic_type_selection),
-            service: x::clone_vec(&self.service),
-            firewall: self.firewall.clone(),
-            option: x::clone_vec(&self.option),
-            datastore_principal: self.datastore_principal.clone(),
-            datastore_principal_passwd: self.datastore_principal_passwd.clone(),
-            datetime: self.datetime.clone(),
-            storage_device: self.storage_device.clone(),
-            license: self.license.clone(),
-            security: self.security.clone(),
-            user_account: x::clone_vec(&self.user_account),
-            usergroup_account: x::clone_vec(&self.usergroup_account),
-            memory: self.memory.clone(),
-            active_directory: x::clone_vec(&self.active_directory),
-            generic_config: x::clone_vec(&self.generic_config),
-            graphics_config: self.graphics_config.clone(),
-            assignable_hardware_config: self.assignable_hardware_config.clone(),
-        }
-    }
-}
-impl x::Fields for HostConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "nasDatastore" => r.read_push(&mut self.nas_datastore),
-            "network" => r.read_opt(&mut self.network),
-            "nicTypeSelection" => r.read_push(&mut self.nic_type_selection),
-            "service" => r.read_push(&mut self.service),
-            "firewall" => r.read_opt(&mut self.firewall),
-            "option" => r.read_push(&mut self.option),
-            "datastorePrincipal" => r.read_opt(&mut self.datastore_principal),
-            "datastorePrincipalPasswd" => {
-                r.read_opt(&mut self.datastore_principal_passwd)
-            }
-            "datetime" => r.read_opt(&mut self.datetime),
-            "storageDevice" => r.read_opt(&mut self.storage_device),
-            "license" => r.read_opt(&mut self.license),
-            "security" => r.read_opt(&mut self.security),
-            "userAccount" => r.read_push(&mut self.user_account),
-            "usergroupAccount" => r.read_push(&mut self.usergroup_account),
-            "memory" => r.read_opt(&mut self.memory),
-            "activeDirectory" => r.read_push(&mut self.active_directory),
-            "genericConfig" => r.read_push(&mut self.generic_config),
-            "graphicsConfig" => r.read_opt(&mut self.graphics_config),
-            "assignableHardwareConfig" => {
-                r.read_opt(&mut self.assignable_hardware_config)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("nasDatastore", &self.nas_datastore);
-        w.write_opt("network", &self.network);
-        w.write_vec("nicTypeSelection", &self.nic_type_selection);
-        w.write_vec("service", &self.service);
-        w.write_opt("firewall", &self.firewall);
-        w.write_vec("option", &self.option);
-        w.write_opt("datastorePrincipal", &self.datastore_principal);
-        w.write_opt("datastorePrincipalPasswd", &self.datastore_principal_passwd);
-        w.write_opt("datetime", &self.datetime);
-        w.write_opt("storageDevice", &self.storage_device);
-        w.write_opt("license", &self.license);
-        w.write_opt("security", &self.security);
-        w.write_vec("userAccount", &self.user_account);
-        w.write_vec("usergroupAccount", &self.usergroup_account);
-        w.write_opt("memory", &self.memory);
-        w.write_vec("activeDirectory", &self.active_directory);
-        w.write_vec("genericConfig", &self.generic_config);
-        w.write_opt("graphicsConfig", &self.graphics_config);
-        w.write_opt("assignableHardwareConfig", &self.assignable_hardware_config);
-    }
-}
-/// `HostConfigSummary` (extends `DynamicData`).
-#[derive(Default)]
-pub struct HostConfigSummary {
-    /// `name`.
-    pub name: String,
-    /// `port`.
-    pub port: i32,
-    /// `sslThumbprint`.
-    pub ssl_thumbprint: Option<String>,
-    /// `sslCertificate`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub ssl_certificate: Option<String>,
-    /// `product`.
-    pub product: Option<AboutInfo>,
-    /// `vmotionEnabled`.
-    pub vmotion_enabled: bool,
-    /// `faultToleranceEnabled`.
-    pub fault_tolerance_enabled: Option<bool>,
-    /// `featureVersion`.
-    pub feature_version: Vec<HostFeatureVersionInfo>,
-    /// `agentVmDatastore`.
-    pub agent_vm_datastore: Option<x::ManagedObjectReference>,
-    /// `agentVmNetwork`.
-    pub agent_vm_network: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for HostConfigSummary {
-    const TYPE_NAME: &'static str = "HostConfigSummary";
-}
-impl x::Structure for HostConfigSummary {}
-impl std::fmt::Debug for HostConfigSummary {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostConfigSummary {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for HostConfigSummary {
-    fn clone(&self) -> Self {
-        Self {
-            name: self.name.clone(),
-            port: self.port,
-            ssl_thumbprint: self.ssl_thumbprint.clone(),
-            ssl_certificate: self.ssl_certificate.clone(),
-            product: self.product.clone(),
-            vmotion_enabled: self.vmotion_enabled,
-            fault_tolerance_enabled: self.fault_tolerance_enabled,
-            feature_version: x::clone_vec(&self.feature_version),
-            agent_vm_datastore: self.agent_vm_datastore.clone(),
-            agent_vm_network: self.agent_vm_network.clone(),
-        }
-    }
-}
-impl x::Fields for HostConfigSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "port" => r.read(&mut self.port),
-            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
-            "sslCertificate" => r.read_opt(&mut self.ssl_certificate),
-            "product" => r.read_opt(&mut self.product),
-            "vmotionEnabled" => r.read(&mut self.vmotion_enabled),
-            "faultToleranceEnabled" => r.read_opt(&mut self.fault_tolerance_enabled),
-            "featureVersion" => r.read_push(&mut self.feature_version),
-            "agentVmDatastore" => r.read_opt(&mut self.agent_vm_datastore),
-            "agentVmNetwork" => r.read_opt(&mut self.agent_vm_network),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("port", &self.port);
-        w.write_opt("sslThumbprint", &self.ssl_thumbprint);
-        if w
-            .since(
-                0x0900_0000,
-                "HostConfigSummary.sslCertificate",
-                self.ssl_certificate.is_some(),
-            )
-        {
-            w.write_opt("sslCertificate", &self.ssl_certificate);
-        }
-        w.write_opt("product", &self.product);
-        w.write("vmotionEnabled", &self.vmotion_enabled);
-        w.write_opt("faultToleranceEnabled", &self.fault_tolerance_enabled);
-        w.write_vec("featureVersion", &self.feature_version);
-        w.write_opt("agentVmDatastore", &self.agent_vm_datastore);
-        w.write_opt("agentVmNetwork", &self.agent_vm_network);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `HostConnectFault` (extends `VimFault`).
-///
-/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct HostConnectFault {
-    /// The fields `HostConnectFault` inherits from `VimFault`.
-    pub vim_fault: VimFault,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for HostConnectFault {
-    const TYPE_NAME: &'static str = "HostConnectFault";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for HostConnectFault {}
-#[cfg(feature = "all-faults")]
-impl std::fmt::Debug for HostConnectFault {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-faults")]
-impl PartialEq for HostConnectFault {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for HostConnectFault {
-    type Target = VimFault;
-    #[inline]
-    fn deref(&self) -> &VimFault {
-        &self.vim_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for HostConnectFault {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VimFault {
-        &mut self.vim_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for HostConnectFault {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.vim_fault, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vim_fault, w);
-    }
-}
-/// `HostConnectInfo` (extends `DynamicData`).
-#[derive(Default)]
-pub struct HostConnectInfo {
-    /// `serverIp`.
-    pub server_ip: Option<String>,
-    /// `inDasCluster`.
-    pub in_das_cluster: Option<bool>,
-    /// `host`.
-    pub host: HostListSummary,
-    /// `vm`.
-    pub vm: Vec<VirtualMachineSummary>,
-    /// `vimAccountNameRequired`.
-    pub vim_account_name_required: Option<bool>,
-    /// `clusterSupported`.
-    pub cluster_supported: Option<bool>,
-    /// `network`.
-    pub network: Vec<AnyHostConnectInfoNetworkInfo>,
-    /// `datastore`.
-    pub datastore: Vec<AnyHostDatastoreConnectInfo>,
-    /// `license`.
-    pub license: Option<HostLicenseConnectInfo>,
-    /// `capability`.
-    pub capability: Option<HostCapability>,
-}
-impl x::SchemaType for HostConnectInfo {
-    const TYPE_NAME: &'static str = "HostConnectInfo";
-}
-impl x::Structure for HostConnectInfo {}
-impl std::fmt::Debug for HostConnectInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostConnectInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for HostConnectInfo {
-    fn clone(&self) -> Self {
-        Self {
-            server_ip: self.server_ip.clone(),
-            in_das_cluster: self.in_das_cluster,
-            host: self.host.clone(),
-            vm: x::clone_vec(&self.vm),
-            vim_account_name_required: self.vim_account_name_required,
-            cluster_supported: self.cluster_supported,
-            network: x::clone_vec(&self.network),
-            datastore: x::clone_vec(&self.datastore),
-            license: self.license.clone(),
-            capability: self.capability.clone(),
-        }
-    }
-}
-impl x::Fields for HostConnectInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "serverIp" => r.read_opt(&mut self.server_ip),
-            "inDasCluster" => r.read_opt(&mut self.in_das_cluster),
-            "host" => r.read(&mut self.host),
-            "vm" => r.read_push(&mut self.vm),
-            "vimAccountNameRequired" => r.read_opt(&mut self.vim_account_name_required),
-            "clusterSupported" => r.read_opt(&mut self.cluster_supported),
-            "network" => r.read_push(&mut self.network),
-            "datastore" => r.read_push(&mut self.datastore),
-            "license" => r.read_opt(&mut self.license),
-            "capability" => r.read_opt(&mut self.capability),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("serverIp", &self.server_ip);
-        w.write_opt("inDasCluster", &self.in_das_cluster);
-        w.write("host", &self.host);
-        w.write_vec("vm", &self.vm);
-        w.write_opt("vimAccountNameRequired", &self.vim_account_name_required);
-        w.write_opt("clusterSupported", &self.cluster_supported);
-        w.write_vec("network", &self.network);
-        w.write_vec("datastore", &self.datastore);
-        w.write_opt("license", &self.license);
-        w.write_opt("capability", &self.capability);
-    }
-}
-/// `HostConnectInfoNetworkInfo` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostConnectInfoNetworkInfo`], which also carries its subtypes.
-#[derive(Clone, Default)]
-pub struct HostConnectInfoNetworkInfo {
-    /// `summary`.
-    pub summary: AnyNetworkSummary,
-}
-impl x::SchemaType for HostConnectInfoNetworkInfo {
-    const TYPE_NAME: &'static str = "HostConnectInfoNetworkInfo";
-}
-impl x::Structure for HostConnectInfoNetworkInfo {}
-impl std::fmt::Debug for HostConnectInfoNetworkInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostConnectInfoNetworkInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostConnectInfoNetworkInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "summary" => r.read(&mut self.summary),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("summary", &self.summary);
-    }
-}
-/// `HostConnectSpec` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostConnectSpec {
-    /// `hostName`.
-    pub host_name: Option<String>,
-    /// `port`.
-    pub port: Option<i32>,
-    /// `sslThumbprint`.
-    pub ssl_thumbprint: Option<String>,
-    /// `sslCertificate`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub ssl_certificate: Option<String>,
-    /// `userName`.
-    pub user_name: Option<String>,
-    /// `password`.
-    pub password: Option<String>,
-    /// `vmFolder`.
-    pub vm_folder: Option<x::ManagedObjectReference>,
-    /// `force`.
-    pub force: bool,
-    /// `vimAccountName`.
-    pub vim_account_name: Option<String>,
-    /// `vimAccountPassword`.
-    pub vim_account_password: Option<String>,
-    /// `managementIp`.
-    pub management_ip: Option<String>,
-    /// `lockdownMode`.
-    pub lockdown_mode: Option<HostLockdownMode>,
-    /// `hostGateway`.
-    pub host_gateway: Option<HostGatewaySpec>,
-}
-impl x::SchemaType for HostConnectSpec {
-    const TYPE_NAME: &'static str = "HostConnectSpec";
-}
-impl x::Structure for HostConnectSpec {}
-impl std::fmt::Debug for HostConnectSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostConnectSpec {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostConnectSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostName" => r.read_opt(&mut self.host_name),
-            "port" => r.read_opt(&mut self.port),
-            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
-            "sslCertificate" => r.read_opt(&mut self.ssl_certificate),
-            "userName" => r.read_opt(&mut self.user_name),
-            "password" => r.read_opt(&mut self.password),
-            "vmFolder" => r.read_opt(&mut self.vm_folder),
-            "force" => r.read(&mut self.force),
-            "vimAccountName" => r.read_opt(&mut self.vim_account_name),
-            "vimAccountPassword" => r.read_opt(&mut self.vim_account_password),
-            "managementIp" => r.read_opt(&mut self.management_ip),
-            "lockdownMode" => r.read_opt(&mut self.lockdown_mode),
-            "hostGateway" => r.read_opt(&mut self.host_gateway),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("hostName", &self.host_name);
-        w.write_opt("port", &self.port);
-        w.write_opt("sslThumbprint", &self.ssl_thumbprint);
-        if w
-            .since(
-                0x0900_0000,
-                "HostConnectSpec.sslCertificate",
-                self.ssl_certificate.is_some(),
-            )
-        {
-            w.write_opt("sslCertificate", &self.ssl_certificate);
-        }
-        w.write_opt("userName", &self.user_name);
-        w.write_opt_secret("password", &self.password);
-        w.write_opt("vmFolder", &self.vm_folder);
-        w.write("force", &self.force);
-        w.write_opt("vimAccountName", &self.vim_account_name);
-        w.write_opt_secret("vimAccountPassword", &self.vim_account_password);
-        w.write_opt("managementIp", &self.management_ip);
-        w.write_opt("lockdownMode", &self.lockdown_mode);
-        w.write_opt("hostGateway", &self.host_gateway);
-    }
-}
-impl x::ArrayItem for HostConnectSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostConnectSpec";
-    const ITEM_TAG: &'static str = "HostConnectSpec";
-}
-#[cfg(feature = "all-events")]
-/// `HostConnectedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct HostConnectedEvent {
-    /// The fields `HostConnectedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostConnectedEvent {
-    const TYPE_NAME: &'static str = "HostConnectedEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostConnectedEvent {}
-#[cfg(feature = "all-events")]
-impl std::fmt::Debug for HostConnectedEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-events")]
-impl PartialEq for HostConnectedEvent {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostConnectedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostConnectedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostConnectedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostConnectionLostEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct HostConnectionLostEvent {
-    /// The fields `HostConnectionLostEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostConnectionLostEvent {
-    const TYPE_NAME: &'static str = "HostConnectionLostEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostConnectionLostEvent {}
-#[cfg(feature = "all-events")]
-impl std::fmt::Debug for HostConnectionLostEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-events")]
-impl PartialEq for HostConnectionLostEvent {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostConnectionLostEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostConnectionLostEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostConnectionLostEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-/// `HostCpuIdInfo` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostCpuIdInfo {
-    /// `level`.
-    pub level: i32,
-    /// `vendor`.
-    pub vendor: Option<String>,
-    /// `eax`.
-    pub eax: Option<String>,
-    /// `ebx`.
-    pub ebx: Option<String>,
-    /// `ecx`.
-    pub ecx: Option<String>,
-    /// `edx`.
-    pub edx: Option<String>,
-}
-impl x::SchemaType for HostCpuIdInfo {
-    const TYPE_NAME: &'static str = "HostCpuIdInfo";
-}
-impl x::Structure for HostCpuIdInfo {}
-impl std::fmt::Debug for HostCpuIdInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostCpuIdInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostCpuIdInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "level" => r.read(&mut self.level),
-            "vendor" => r.read_opt(&mut self.vendor),
-            "eax" => r.read_opt(&mut self.eax),
-            "ebx" => r.read_opt(&mut self.ebx),
-            "ecx" => r.read_opt(&mut self.ecx),
-            "edx" => r.read_opt(&mut self.edx),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("level", &self.level);
-        w.write_opt("vendor", &self.vendor);
-        w.write_opt("eax", &self.eax);
-        w.write_opt("ebx", &self.ebx);
-        w.write_opt("ecx", &self.ecx);
-        w.write_opt("edx", &self.edx);
-    }
-}
-impl x::ArrayItem for HostCpuIdInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostCpuIdInfo";
-    const ITEM_TAG: &'static str = "HostCpuIdInfo";
-}
-/// `HostCpuInfo` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostCpuInfo {
-    /// `numCpuPackages`.
-    pub num_cpu_packages: i16,
-    /// `numCpuCores`.
-    pub num_cpu_cores: i16,
-    /// `numCpuThreads`.
-    pub num_cpu_threads: i16,
-    /// `hz`.
-    pub hz: i64,
-}
-impl x::SchemaType for HostCpuInfo {
-    const TYPE_NAME: &'static str = "HostCpuInfo";
-}
-impl x::Structure for HostCpuInfo {}
-impl std::fmt::Debug for HostCpuInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostCpuInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostCpuInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numCpuPackages" => r.read(&mut self.num_cpu_packages),
-            "numCpuCores" => r.read(&mut self.num_cpu_cores),
-            "numCpuThreads" => r.read(&mut self.num_cpu_threads),
-            "hz" => r.read(&mut self.hz),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("numCpuPackages", &self.num_cpu_packages);
-        w.write("numCpuCores", &self.num_cpu_cores);
-        w.write("numCpuThreads", &self.num_cpu_threads);
-        w.write("hz", &self.hz);
-    }
-}
-/// `HostCpuPackage` (extends `DynamicData`).
-#[derive(Default)]
-pub struct HostCpuPackage {
-    /// `index`.
-    pub index: i16,
-    /// `vendor`.
-    pub vendor: String,
-    /// `hz`.
-    pub hz: i64,
-    /// `busHz`.
-    pub bus_hz: i64,
-    /// `description`.
-    pub description: String,
-    /// `threadId`.
-    pub thread_id: Vec<i16>,
-    /// `cpuFeature`.
-    pub cpu_feature: Vec<HostCpuIdInfo>,
-    /// `family`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub family: Option<i16>,
-    /// `model`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub model: Option<i16>,
-    /// `stepping`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub stepping: Option<i16>,
-}
-impl x::SchemaType for HostCpuPackage {
-    const TYPE_NAME: &'static str = "HostCpuPackage";
-}
-impl x::Structure for HostCpuPackage {}
-impl std::fmt::Debug for HostCpuPackage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostCpuPackage {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for HostCpuPackage {
-    fn clone(&self) -> Self {
-        Self {
-            index: self.index,
-            vendor: self.vendor.clone(),
-            hz: self.hz,
-            bus_hz: self.bus_hz,
-            description: self.description.clone(),
-            thread_id: x::clone_vec(&self.thread_id),
-            cpu_feature: x::clone_vec(&self.cpu_feature),
-            family: self.family,
-            model: self.model,
-            stepping: self.stepping,
-        }
-    }
-}
-impl x::Fields for HostCpuPackage {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "index" => r.read(&mut self.index),
-            "vendor" => r.read(&mut self.vendor),
-            "hz" => r.read(&mut self.hz),
-            "busHz" => r.read(&mut self.bus_hz),
-            "description" => r.read(&mut self.description),
-            "threadId" => r.read_push(&mut self.thread_id),
-            "cpuFeature" => r.read_push(&mut self.cpu_feature),
-            "family" => r.read_opt(&mut self.family),
-            "model" => r.read_opt(&mut self.model),
-            "stepping" => r.read_opt(&mut self.stepping),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("index", &self.index);
-        w.write("vendor", &self.vendor);
-        w.write("hz", &self.hz);
-        w.write("busHz", &self.bus_hz);
-        w.write("description", &self.description);
-        w.write_vec("threadId", &self.thread_id);
-        w.write_vec("cpuFeature", &self.cpu_feature);
-        if w.since(0x0800_0300, "HostCpuPackage.family", self.family.is_some()) {
-            w.write_opt("family", &self.family);
-        }
-        if w.since(0x0800_0300, "HostCpuPackage.model", self.model.is_some()) {
-            w.write_opt("model", &self.model);
-        }
-        if w.since(0x0800_0300, "HostCpuPackage.stepping", self.stepping.is_some()) {
-            w.write_opt("stepping", &self.stepping);
-        }
-    }
-}
-impl x::ArrayItem for HostCpuPackage {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostCpuPackage";
-    const ITEM_TAG: &'static str = "HostCpuPackage";
-}
-/// `HostCpuPowerManagementInfo` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostCpuPowerManagementInfo {
-    /// `currentPolicy`.
-    pub current_policy: Option<String>,
-    /// `hardwareSupport`.
-    pub hardware_support: Option<String>,
-}
-impl x::SchemaType for HostCpuPowerManagementInfo {
-    const TYPE_NAME: &'static str = "HostCpuPowerManagementInfo";
-}
-impl x::Structure for HostCpuPowerManagementInfo {}
-impl std::fmt::Debug for HostCpuPowerManagementInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostCpuPowerManagementInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostCpuPowerManagementInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "currentPolicy" => r.read_opt(&mut self.current_policy),
-            "hardwareSupport" => r.read_opt(&mut self.hardware_support),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("currentPolicy", &self.current_policy);
-        w.write_opt("hardwareSupport", &self.hardware_support);
-    }
-}
-/// `HostCpuSchedulerInfo` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.3.0.
-#[derive(Clone, Default)]
-pub struct HostCpuSchedulerInfo {
-    /// `policy`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub policy: String,
-}
-impl x::SchemaType for HostCpuSchedulerInfo {
-    const TYPE_NAME: &'static str = "HostCpuSchedulerInfo";
-}
-impl x::Structure for HostCpuSchedulerInfo {}
-impl std::fmt::Debug for HostCpuSchedulerInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostCpuSchedulerInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostCpuSchedulerInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "policy" => r.read(&mut self.policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0300, "type HostCpuSchedulerInfo", true);
-        w.write("policy", &self.policy);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostDasDisabledEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct HostDasDisabledEvent {
-    /// The fields `HostDasDisabledEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostDasDisabledEvent {
-    const TYPE_NAME: &'static str = "HostDasDisabledEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostDasDisabledEvent {}
-#[cfg(feature = "all-events")]
-impl std::fmt::Debug for HostDasDisabledEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-events")]
-impl PartialEq for HostDasDisabledEvent {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostDasDisabledEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostDasDisabledEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostDasDisabledEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostDasDisablingEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct HostDasDisablingEvent {
-    /// The fields `HostDasDisablingEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostDasDisablingEvent {
-    const TYPE_NAME: &'static str = "HostDasDisablingEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostDasDisablingEvent {}
-#[cfg(feature = "all-events")]
-impl std::fmt::Debug for HostDasDisablingEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-events")]
-impl PartialEq for HostDasDisablingEvent {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostDasDisablingEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostDasDisablingEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostDasDisablingEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostDasEnabledEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct HostDasEnabledEvent {
-    /// The fields `HostDasEnabledEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostDasEnabledEvent {
-    const TYPE_NAME: &'static str = "HostDasEnabledEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostDasEnabledEvent {}
-#[cfg(feature = "all-events")]
-impl std::fmt::Debug for HostDasEnabledEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-events")]
-impl PartialEq for HostDasEnabledEvent {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostDasEnabledEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostDasEnabledEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostDasEnabledEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostDasEnablingEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct HostDasEnablingEvent {
-    /// The fields `HostDasEnablingEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostDasEnablingEvent {
-    const TYPE_NAME: &'static str = "HostDasEnablingEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostDasEnablingEvent {}
-#[cfg(feature = "all-events")]
-impl std::fmt::Debug for HostDasEnablingEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-events")]
-impl PartialEq for HostDasEnablingEvent {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostDasEnablingEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostDasEnablingEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostDasEnablingEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostDasErrorEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct HostDasErrorEvent {
-    /// The fields `HostDasErrorEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `message`.
-    pub message: Option<String>,
-    /// `reason`.
-    pub reason: Option<String>,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostDasErrorEvent {
-    const TYPE_NAME: &'static str = "HostDasErrorEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostDasErrorEvent {}
-#[cfg(feature = "all-events")]
-impl std::fmt::Debug for HostDasErrorEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-events")]
-impl PartialEq for HostDasErrorEvent {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostDasErrorEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostDasErrorEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostDasErrorEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "message" => r.read_opt(&mut self.message),
-            "reason" => r.read_opt(&mut self.reason),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write_opt("message", &self.message);
-        w.write_opt("reason", &self.reason);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostDasEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct HostDasEvent {
-    /// The fields `HostDasEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostDasEvent {
-    const TYPE_NAME: &'static str = "HostDasEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostDasEvent {}
-#[cfg(feature = "all-events")]
-impl std::fmt::Debug for HostDasEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-events")]
-impl PartialEq for HostDasEvent {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostDasEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostDasEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostDasEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostDasOkEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct HostDasOkEvent {
-    /// The fields `HostDasOkEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostDasOkEvent {
-    const TYPE_NAME: &'static str = "HostDasOkEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostDasOkEvent {}
-#[cfg(feature = "all-events")]
-impl std::fmt::Debug for HostDasOkEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-events")]
-impl PartialEq for HostDasOkEvent {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostDasOkEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostDasOkEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostDasOkEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-/// `HostDataTransportConnectionInfo` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostDataTransportConnectionInfo {
-    /// `staticMemoryConsumed`.
-    pub static_memory_consumed: i64,
-}
-impl x::SchemaType for HostDataTransportConnectionInfo {
-    const TYPE_NAME: &'static str = "HostDataTransportConnectionInfo";
-}
-impl x::Structure for HostDataTransportConnectionInfo {}
-impl std::fmt::Debug for HostDataTransportConnectionInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostDataTransportConnectionInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostDataTransportConnectionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "staticMemoryConsumed" => r.read(&mut self.static_memory_consumed),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("staticMemoryConsumed", &self.static_memory_consumed);
-    }
-}
-/// `HostDatastoreBrowserSearchResults` (extends `DynamicData`).
-#[derive(Default)]
-pub struct HostDatastoreBrowserSearchResults {
-    /// `datastore`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `folderPath`.
-    pub folder_path: Option<String>,
-    /// `file`.
-    pub file: Vec<AnyFileInfo>,
-}
-impl x::SchemaType for HostDatastoreBrowserSearchResults {
-    const TYPE_NAME: &'static str = "HostDatastoreBrowserSearchResults";
-}
-impl x::Structure for HostDatastoreBrowserSearchResults {}
-impl std::fmt::Debug for HostDatastoreBrowserSearchResults {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostDatastoreBrowserSearchResults {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for HostDatastoreBrowserSearchResults {
-    fn clone(&self) -> Self {
-        Self {
-            datastore: self.datastore.clone(),
-            folder_path: self.folder_path.clone(),
-            file: x::clone_vec(&self.file),
-        }
-    }
-}
-impl x::Fields for HostDatastoreBrowserSearchResults {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "datastore" => r.read_opt(&mut self.datastore),
-            "folderPath" => r.read_opt(&mut self.folder_path),
-            "file" => r.read_push(&mut self.file),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("folderPath", &self.folder_path);
-        w.write_vec("file", &self.file);
-    }
-}
-impl x::ArrayItem for HostDatastoreBrowserSearchResults {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDatastoreBrowserSearchResults";
-    const ITEM_TAG: &'static str = "HostDatastoreBrowserSearchResults";
-}
-/// `HostDatastoreBrowserSearchSpec` (extends `DynamicData`).
-#[derive(Default)]
-pub struct HostDatastoreBrowserSearchSpec {
-    /// `query`.
-    pub query: Vec<AnyFileQuery>,
-    /// `details`.
-    pub details: Option<FileQueryFlags>,
-    /// `searchCaseInsensitive`.
-    pub search_case_insensitive: Option<bool>,
-    /// `matchPattern`.
-    pub match_pattern: Vec<String>,
-    /// `sortFoldersFirst`.
-    pub sort_folders_first: Option<bool>,
-}
-impl x::SchemaType for HostDatastoreBrowserSearchSpec {
-    const TYPE_NAME: &'static str = "HostDatastoreBrowserSearchSpec";
-}
-impl x::Structure for HostDatastoreBrowserSearchSpec {}
-impl std::fmt::Debug for HostDatastoreBrowserSearchSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostDatastoreBrowserSearchSpec {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for HostDatastoreBrowserSearchSpec {
-    fn clone(&self) -> Self {
-        Self {
-            query: x::clone_vec(&self.query),
-            details: self.details.clone(),
-            search_case_insensitive: self.search_case_insensitive,
-            match_pattern: x::clone_vec(&self.match_pattern),
-            sort_folders_first: self.sort_folders_first,
-        }
-    }
-}
-impl x::Fields for HostDatastoreBrowserSearchSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "query" => r.read_push(&mut self.query),
-            "details" => r.read_opt(&mut self.details),
-            "searchCaseInsensitive" => r.read_opt(&mut self.search_case_insensitive),
-            "matchPattern" => r.read_push(&mut self.match_pattern),
-            "sortFoldersFirst" => r.read_opt(&mut self.sort_folders_first),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("query", &self.query);
-        w.write_opt("details", &self.details);
-        w.write_opt("searchCaseInsensitive", &self.search_case_insensitive);
-        w.write_vec("matchPattern", &self.match_pattern);
-        w.write_opt("sortFoldersFirst", &self.sort_folders_first);
-    }
-}
-/// `HostDatastoreConnectInfo` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostDatastoreConnectInfo`], which also carries its subtypes.
-#[derive(Clone, Default)]
-pub struct HostDatastoreConnectInfo {
-    /// `summary`.
-    pub summary: DatastoreSummary,
-}
-impl x::SchemaType for HostDatastoreConnectInfo {
-    const TYPE_NAME: &'static str = "HostDatastoreConnectInfo";
-}
-impl x::Structure for HostDatastoreConnectInfo {}
-impl std::fmt::Debug for HostDatastoreConnectInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostDatastoreConnectInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostDatastoreConnectInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "summary" => r.read(&mut self.summary),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("summary", &self.summary);
     }
 }

@@ -5,6 +5,2094 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostConfigInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostConfigInfo {
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+    /// `product`.
+    pub product: AboutInfo,
+    /// `deploymentInfo`.
+    pub deployment_info: Option<HostDeploymentInfo>,
+    /// `hyperThread`.
+    pub hyper_thread: Option<HostHyperThreadScheduleInfo>,
+    /// `cpuScheduler`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub cpu_scheduler: Option<HostCpuSchedulerInfo>,
+    /// `consoleReservation`.
+    pub console_reservation: Option<ServiceConsoleReservationInfo>,
+    /// `virtualMachineReservation`.
+    pub virtual_machine_reservation: Option<VirtualMachineMemoryReservationInfo>,
+    /// `storageDevice`.
+    pub storage_device: Option<HostStorageDeviceInfo>,
+    /// `multipathState`.
+    pub multipath_state: Option<HostMultipathStateInfo>,
+    /// `fileSystemVolume`.
+    pub file_system_volume: Option<HostFileSystemVolumeInfo>,
+    /// `systemFile`.
+    pub system_file: Vec<String>,
+    /// `network`.
+    pub network: Option<HostNetworkInfo>,
+    /// `vmotion`.
+    pub vmotion: Option<HostVMotionInfo>,
+    /// `virtualNicManagerInfo`.
+    pub virtual_nic_manager_info: Option<HostVirtualNicManagerInfo>,
+    /// `capabilities`.
+    pub capabilities: Option<HostNetCapabilities>,
+    /// `datastoreCapabilities`.
+    pub datastore_capabilities: Option<HostDatastoreSystemCapabilities>,
+    /// `offloadCapabilities`.
+    pub offload_capabilities: Option<HostNetOffloadCapabilities>,
+    /// `service`.
+    pub service: Option<HostServiceInfo>,
+    /// `firewall`.
+    pub firewall: Option<HostFirewallInfo>,
+    /// `autoStart`.
+    pub auto_start: Option<HostAutoStartManagerConfig>,
+    /// `activeDiagnosticPartition`.
+    pub active_diagnostic_partition: Option<HostDiagnosticPartition>,
+    /// `option`.
+    pub option: Vec<AnyOptionValue>,
+    /// `optionDef`.
+    pub option_def: Vec<OptionDef>,
+    /// `datastorePrincipal`.
+    pub datastore_principal: Option<String>,
+    /// `localSwapDatastore`.
+    pub local_swap_datastore: Option<x::ManagedObjectReference>,
+    /// `systemSwapConfiguration`.
+    pub system_swap_configuration: Option<HostSystemSwapConfiguration>,
+    /// `systemResources`.
+    pub system_resources: Option<HostSystemResourceInfo>,
+    /// `dateTimeInfo`.
+    pub date_time_info: Option<HostDateTimeInfo>,
+    /// `flags`.
+    pub flags: Option<HostFlagInfo>,
+    /// `adminDisabled`.
+    pub admin_disabled: Option<bool>,
+    /// `lockdownMode`.
+    pub lockdown_mode: Option<HostLockdownMode>,
+    /// `ipmi`.
+    pub ipmi: Option<HostIpmiInfo>,
+    /// `sslThumbprintInfo`.
+    pub ssl_thumbprint_info: Option<HostSslThumbprintInfo>,
+    /// `sslThumbprintData`.
+    pub ssl_thumbprint_data: Vec<HostSslThumbprintInfo>,
+    /// `authenticationData`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub authentication_data: Vec<HostAuthenticationInfo>,
+    /// `certificate`.
+    pub certificate: Vec<i8>,
+    /// `pciPassthruInfo`.
+    pub pci_passthru_info: Vec<AnyHostPciPassthruInfo>,
+    /// `authenticationManagerInfo`.
+    pub authentication_manager_info: Option<HostAuthenticationManagerInfo>,
+    /// `featureVersion`.
+    pub feature_version: Vec<HostFeatureVersionInfo>,
+    /// `powerSystemCapability`.
+    pub power_system_capability: Option<PowerSystemCapability>,
+    /// `powerSystemInfo`.
+    pub power_system_info: Option<PowerSystemInfo>,
+    /// `cacheConfigurationInfo`.
+    pub cache_configuration_info: Vec<HostCacheConfigurationInfo>,
+    /// `wakeOnLanCapable`.
+    pub wake_on_lan_capable: Option<bool>,
+    /// `featureCapability`.
+    pub feature_capability: Vec<HostFeatureCapability>,
+    /// `maskedFeatureCapability`.
+    pub masked_feature_capability: Vec<HostFeatureCapability>,
+    /// `vFlashConfigInfo`.
+    pub vflash_config_info: Option<HostVFlashManagerVFlashConfigInfo>,
+    /// `vsanHostConfig`.
+    pub vsan_host_config: Option<VsanHostConfigInfo>,
+    /// `domainList`.
+    pub domain_list: Vec<String>,
+    /// `scriptCheckSum`.
+    pub script_check_sum: Option<Vec<u8>>,
+    /// `hostConfigCheckSum`.
+    pub host_config_check_sum: Option<Vec<u8>>,
+    /// `descriptionTreeCheckSum`.
+    pub description_tree_check_sum: Option<Vec<u8>>,
+    /// `graphicsInfo`.
+    pub graphics_info: Vec<HostGraphicsInfo>,
+    /// `sharedPassthruGpuTypes`.
+    pub shared_passthru_gpu_types: Vec<String>,
+    /// `graphicsConfig`.
+    pub graphics_config: Option<HostGraphicsConfig>,
+    /// `sharedGpuCapabilities`.
+    pub shared_gpu_capabilities: Vec<HostSharedGpuCapabilities>,
+    /// `ioFilterInfo`.
+    pub io_filter_info: Vec<HostIoFilterInfo>,
+    /// `sriovDevicePool`.
+    pub sriov_device_pool: Vec<AnyHostSriovDevicePoolInfo>,
+    /// `assignableHardwareBinding`.
+    pub assignable_hardware_binding: Vec<HostAssignableHardwareBinding>,
+    /// `assignableHardwareConfig`.
+    pub assignable_hardware_config: Option<HostAssignableHardwareConfig>,
+}
+impl x::SchemaType for HostConfigInfo {
+    const TYPE_NAME: &'static str = "HostConfigInfo";
+}
+impl x::Structure for HostConfigInfo {}
+impl std::fmt::Debug for HostConfigInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostConfigInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostConfigInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostConfigInfo {
+    fn clone(&self) -> Self {
+        Self {
+            host: self.host.clone(),
+            product: self.product.clone(),
+            deployment_info: self.deployment_info.clone(),
+            hyper_thread: self.hyper_thread.clone(),
+            cpu_scheduler: self.cpu_scheduler.clone(),
+            console_reservation: self.console_reservation.clone(),
+            virtual_machine_reservation: self.virtual_machine_reservation.clone(),
+            storage_device: self.storage_device.clone(),
+            multipath_state: self.multipath_state.clone(),
+            file_system_volume: self.file_system_volume.clone(),
+            system_file: x::clone_vec(&self.system_file),
+            network: self.network.clone(),
+            vmotion: self.vmotion.clone(),
+            virtual_nic_manager_info: self.virtual_nic_manager_info.clone(),
+            capabilities: self.capabilities.clone(),
+            datastore_capabilities: self.datastore_capabilities.clone(),
+            offload_capabilities: self.offload_capabilities.clone(),
+            service: self.service.clone(),
+            firewall: self.firewall.clone(),
+            auto_start: self.auto_start.clone(),
+            active_diagnostic_partition: self.active_diagnostic_partition.clone(),
+            option: x::clone_vec(&self.option),
+            option_def: x::clone_vec(&self.option_def),
+            datastore_principal: self.datastore_principal.clone(),
+            local_swap_datastore: self.local_swap_datastore.clone(),
+            system_swap_configuration: self.system_swap_configuration.clone(),
+            system_resources: self.system_resources.clone(),
+            date_time_info: self.date_time_info.clone(),
+            flags: self.flags.clone(),
+            admin_disabled: self.admin_disabled,
+            lockdown_mode: self.lockdown_mode.clone(),
+            ipmi: self.ipmi.clone(),
+            ssl_thumbprint_info: self.ssl_thumbprint_info.clone(),
+            ssl_thumbprint_data: x::clone_vec(&self.ssl_thumbprint_data),
+            authentication_data: x::clone_vec(&self.authentication_data),
+            certificate: x::clone_vec(&self.certificate),
+            pci_passthru_info: x::clone_vec(&self.pci_passthru_info),
+            authentication_manager_info: self.authentication_manager_info.clone(),
+            feature_version: x::clone_vec(&self.feature_version),
+            power_system_capability: self.power_system_capability.clone(),
+            power_system_info: self.power_system_info.clone(),
+            cache_configuration_info: x::clone_vec(&self.cache_configuration_info),
+            wake_on_lan_capable: self.wake_on_lan_capable,
+            feature_capability: x::clone_vec(&self.feature_capability),
+            masked_feature_capability: x::clone_vec(&self.masked_feature_capability),
+            vflash_config_info: self.vflash_config_info.clone(),
+            vsan_host_config: self.vsan_host_config.clone(),
+            domain_list: x::clone_vec(&self.domain_list),
+            script_check_sum: self.script_check_sum.clone(),
+            host_config_check_sum: self.host_config_check_sum.clone(),
+            description_tree_check_sum: self.description_tree_check_sum.clone(),
+            graphics_info: x::clone_vec(&self.graphics_info),
+            shared_passthru_gpu_types: x::clone_vec(&self.shared_passthru_gpu_types),
+            graphics_config: self.graphics_config.clone(),
+            shared_gpu_capabilities: x::clone_vec(&self.shared_gpu_capabilities),
+            io_filter_info: x::clone_vec(&self.io_filter_info),
+            sriov_device_pool: x::clone_vec(&self.sriov_device_pool),
+            assignable_hardware_binding: x::clone_vec(&self.assignable_hardware_binding),
+            assignable_hardware_config: self.assignable_hardware_config.clone(),
+        }
+    }
+}
+impl x::Fields for HostConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "product" => r.read(&mut self.product),
+            "deploymentInfo" => r.read_opt(&mut self.deployment_info),
+            "hyperThread" => r.read_opt(&mut self.hyper_thread),
+            "cpuScheduler" => r.read_opt(&mut self.cpu_scheduler),
+            "consoleReservation" => r.read_opt(&mut self.console_reservation),
+            "virtualMachineReservation" => {
+                r.read_opt(&mut self.virtual_machine_reservation)
+            }
+            "storageDevice" => r.read_opt(&mut self.storage_device),
+            "multipathState" => r.read_opt(&mut self.multipath_state),
+            "fileSystemVolume" => r.read_opt(&mut self.file_system_volume),
+            "systemFile" => r.read_push(&mut self.system_file),
+            "network" => r.read_opt(&mut self.network),
+            "vmotion" => r.read_opt(&mut self.vmotion),
+            "virtualNicManagerInfo" => r.read_opt(&mut self.virtual_nic_manager_info),
+            "capabilities" => r.read_opt(&mut self.capabilities),
+            "datastoreCapabilities" => r.read_opt(&mut self.datastore_capabilities),
+            "offloadCapabilities" => r.read_opt(&mut self.offload_capabilities),
+            "service" => r.read_opt(&mut self.service),
+            "firewall" => r.read_opt(&mut self.firewall),
+            "autoStart" => r.read_opt(&mut self.auto_start),
+            "activeDiagnosticPartition" => {
+                r.read_opt(&mut self.active_diagnostic_partition)
+            }
+            "option" => r.read_push(&mut self.option),
+            "optionDef" => r.read_push(&mut self.option_def),
+            "datastorePrincipal" => r.read_opt(&mut self.datastore_principal),
+            "localSwapDatastore" => r.read_opt(&mut self.local_swap_datastore),
+            "systemSwapConfiguration" => r.read_opt(&mut self.system_swap_configuration),
+            "systemResources" => r.read_opt(&mut self.system_resources),
+            "dateTimeInfo" => r.read_opt(&mut self.date_time_info),
+            "flags" => r.read_opt(&mut self.flags),
+            "adminDisabled" => r.read_opt(&mut self.admin_disabled),
+            "lockdownMode" => r.read_opt(&mut self.lockdown_mode),
+            "ipmi" => r.read_opt(&mut self.ipmi),
+            "sslThumbprintInfo" => r.read_opt(&mut self.ssl_thumbprint_info),
+            "sslThumbprintData" => r.read_push(&mut self.ssl_thumbprint_data),
+            "authenticationData" => r.read_push(&mut self.authentication_data),
+            "certificate" => r.read_push(&mut self.certificate),
+            "pciPassthruInfo" => r.read_push(&mut self.pci_passthru_info),
+            "authenticationManagerInfo" => {
+                r.read_opt(&mut self.authentication_manager_info)
+            }
+            "featureVersion" => r.read_push(&mut self.feature_version),
+            "powerSystemCapability" => r.read_opt(&mut self.power_system_capability),
+            "powerSystemInfo" => r.read_opt(&mut self.power_system_info),
+            "cacheConfigurationInfo" => r.read_push(&mut self.cache_configuration_info),
+            "wakeOnLanCapable" => r.read_opt(&mut self.wake_on_lan_capable),
+            "featureCapability" => r.read_push(&mut self.feature_capability),
+            "maskedFeatureCapability" => r.read_push(&mut self.masked_feature_capability),
+            "vFlashConfigInfo" => r.read_opt(&mut self.vflash_config_info),
+            "vsanHostConfig" => r.read_opt(&mut self.vsan_host_config),
+            "domainList" => r.read_push(&mut self.domain_list),
+            "scriptCheckSum" => r.read_opt(&mut self.script_check_sum),
+            "hostConfigCheckSum" => r.read_opt(&mut self.host_config_check_sum),
+            "descriptionTreeCheckSum" => r.read_opt(&mut self.description_tree_check_sum),
+            "graphicsInfo" => r.read_push(&mut self.graphics_info),
+            "sharedPassthruGpuTypes" => r.read_push(&mut self.shared_passthru_gpu_types),
+            "graphicsConfig" => r.read_opt(&mut self.graphics_config),
+            "sharedGpuCapabilities" => r.read_push(&mut self.shared_gpu_capabilities),
+            "ioFilterInfo" => r.read_push(&mut self.io_filter_info),
+            "sriovDevicePool" => r.read_push(&mut self.sriov_device_pool),
+            "assignableHardwareBinding" => {
+                r.read_push(&mut self.assignable_hardware_binding)
+            }
+            "assignableHardwareConfig" => {
+                r.read_opt(&mut self.assignable_hardware_config)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("host", &self.host);
+        w.write("product", &self.product);
+        w.write_opt("deploymentInfo", &self.deployment_info);
+        w.write_opt("hyperThread", &self.hyper_thread);
+        if w
+            .since(
+                0x0800_0300,
+                "HostConfigInfo.cpuScheduler",
+                self.cpu_scheduler.is_some(),
+            )
+        {
+            w.write_opt("cpuScheduler", &self.cpu_scheduler);
+        }
+        w.write_opt("consoleReservation", &self.console_reservation);
+        w.write_opt("virtualMachineReservation", &self.virtual_machine_reservation);
+        w.write_opt("storageDevice", &self.storage_device);
+        w.write_opt("multipathState", &self.multipath_state);
+        w.write_opt("fileSystemVolume", &self.file_system_volume);
+        w.write_vec("systemFile", &self.system_file);
+        w.write_opt("network", &self.network);
+        w.write_opt("vmotion", &self.vmotion);
+        w.write_opt("virtualNicManagerInfo", &self.virtual_nic_manager_info);
+        w.write_opt("capabilities", &self.capabilities);
+        w.write_opt("datastoreCapabilities", &self.datastore_capabilities);
+        w.write_opt("offloadCapabilities", &self.offload_capabilities);
+        w.write_opt("service", &self.service);
+        w.write_opt("firewall", &self.firewall);
+        w.write_opt("autoStart", &self.auto_start);
+        w.write_opt("activeDiagnosticPartition", &self.active_diagnostic_partition);
+        w.write_vec("option", &self.option);
+        w.write_vec("optionDef", &self.option_def);
+        w.write_opt("datastorePrincipal", &self.datastore_principal);
+        w.write_opt("localSwapDatastore", &self.local_swap_datastore);
+        w.write_opt("systemSwapConfiguration", &self.system_swap_configuration);
+        w.write_opt("systemResources", &self.system_resources);
+        w.write_opt("dateTimeInfo", &self.date_time_info);
+        w.write_opt("flags", &self.flags);
+        w.write_opt("adminDisabled", &self.admin_disabled);
+        w.write_opt("lockdownMode", &self.lockdown_mode);
+        w.write_opt("ipmi", &self.ipmi);
+        w.write_opt("sslThumbprintInfo", &self.ssl_thumbprint_info);
+        w.write_vec("sslThumbprintData", &self.ssl_thumbprint_data);
+        if w
+            .since(
+                0x0900_0000,
+                "HostConfigInfo.authenticationData",
+                !self.authentication_data.is_empty(),
+            )
+        {
+            w.write_vec("authenticationData", &self.authentication_data);
+        }
+        w.write_vec("certificate", &self.certificate);
+        w.write_vec("pciPassthruInfo", &self.pci_passthru_info);
+        w.write_opt("authenticationManagerInfo", &self.authentication_manager_info);
+        w.write_vec("featureVersion", &self.feature_version);
+        w.write_opt("powerSystemCapability", &self.power_system_capability);
+        w.write_opt("powerSystemInfo", &self.power_system_info);
+        w.write_vec("cacheConfigurationInfo", &self.cache_configuration_info);
+        w.write_opt("wakeOnLanCapable", &self.wake_on_lan_capable);
+        w.write_vec("featureCapability", &self.feature_capability);
+        w.write_vec("maskedFeatureCapability", &self.masked_feature_capability);
+        w.write_opt("vFlashConfigInfo", &self.vflash_config_info);
+        w.write_opt("vsanHostConfig", &self.vsan_host_config);
+        w.write_vec("domainList", &self.domain_list);
+        w.write_opt("scriptCheckSum", &self.script_check_sum);
+        w.write_opt("hostConfigCheckSum", &self.host_config_check_sum);
+        w.write_opt("descriptionTreeCheckSum", &self.description_tree_check_sum);
+        w.write_vec("graphicsInfo", &self.graphics_info);
+        w.write_vec("sharedPassthruGpuTypes", &self.shared_passthru_gpu_types);
+        w.write_opt("graphicsConfig", &self.graphics_config);
+        w.write_vec("sharedGpuCapabilities", &self.shared_gpu_capabilities);
+        w.write_vec("ioFilterInfo", &self.io_filter_info);
+        w.write_vec("sriovDevicePool", &self.sriov_device_pool);
+        w.write_vec("assignableHardwareBinding", &self.assignable_hardware_binding);
+        w.write_opt("assignableHardwareConfig", &self.assignable_hardware_config);
+    }
+}
+/// `HostConfigManager` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostConfigManager {
+    /// `cpuScheduler`.
+    pub cpu_scheduler: Option<x::ManagedObjectReference>,
+    /// `datastoreSystem`.
+    pub datastore_system: Option<x::ManagedObjectReference>,
+    /// `memoryManager`.
+    pub memory_manager: Option<x::ManagedObjectReference>,
+    /// `storageSystem`.
+    pub storage_system: Option<x::ManagedObjectReference>,
+    /// `networkSystem`.
+    pub network_system: Option<x::ManagedObjectReference>,
+    /// `vmotionSystem`.
+    pub vmotion_system: Option<x::ManagedObjectReference>,
+    /// `virtualNicManager`.
+    pub virtual_nic_manager: Option<x::ManagedObjectReference>,
+    /// `serviceSystem`.
+    pub service_system: Option<x::ManagedObjectReference>,
+    /// `firewallSystem`.
+    pub firewall_system: Option<x::ManagedObjectReference>,
+    /// `advancedOption`.
+    pub advanced_option: Option<x::ManagedObjectReference>,
+    /// `diagnosticSystem`.
+    pub diagnostic_system: Option<x::ManagedObjectReference>,
+    /// `autoStartManager`.
+    pub auto_start_manager: Option<x::ManagedObjectReference>,
+    /// `snmpSystem`.
+    pub snmp_system: Option<x::ManagedObjectReference>,
+    /// `dateTimeSystem`.
+    pub date_time_system: Option<x::ManagedObjectReference>,
+    /// `patchManager`.
+    pub patch_manager: Option<x::ManagedObjectReference>,
+    /// `imageConfigManager`.
+    pub image_config_manager: Option<x::ManagedObjectReference>,
+    /// `bootDeviceSystem`.
+    pub boot_device_system: Option<x::ManagedObjectReference>,
+    /// `firmwareSystem`.
+    pub firmware_system: Option<x::ManagedObjectReference>,
+    /// `healthStatusSystem`.
+    pub health_status_system: Option<x::ManagedObjectReference>,
+    /// `pciPassthruSystem`.
+    pub pci_passthru_system: Option<x::ManagedObjectReference>,
+    /// `licenseManager`.
+    pub license_manager: Option<x::ManagedObjectReference>,
+    /// `kernelModuleSystem`.
+    pub kernel_module_system: Option<x::ManagedObjectReference>,
+    /// `authenticationManager`.
+    pub authentication_manager: Option<x::ManagedObjectReference>,
+    /// `powerSystem`.
+    pub power_system: Option<x::ManagedObjectReference>,
+    /// `cacheConfigurationManager`.
+    pub cache_configuration_manager: Option<x::ManagedObjectReference>,
+    /// `esxAgentHostManager`.
+    pub esx_agent_host_manager: Option<x::ManagedObjectReference>,
+    /// `iscsiManager`.
+    pub iscsi_manager: Option<x::ManagedObjectReference>,
+    /// `vFlashManager`.
+    pub vflash_manager: Option<x::ManagedObjectReference>,
+    /// `vsanSystem`.
+    pub vsan_system: Option<x::ManagedObjectReference>,
+    /// `messageBusProxy`.
+    pub message_bus_proxy: Option<x::ManagedObjectReference>,
+    /// `userDirectory`.
+    pub user_directory: Option<x::ManagedObjectReference>,
+    /// `accountManager`.
+    pub account_manager: Option<x::ManagedObjectReference>,
+    /// `hostAccessManager`.
+    pub host_access_manager: Option<x::ManagedObjectReference>,
+    /// `graphicsManager`.
+    pub graphics_manager: Option<x::ManagedObjectReference>,
+    /// `vsanInternalSystem`.
+    pub vsan_internal_system: Option<x::ManagedObjectReference>,
+    /// `certificateManager`.
+    pub certificate_manager: Option<x::ManagedObjectReference>,
+    /// `cryptoManager`.
+    pub crypto_manager: Option<x::ManagedObjectReference>,
+    /// `nvdimmSystem`.
+    pub nvdimm_system: Option<x::ManagedObjectReference>,
+    /// `assignableHardwareManager`.
+    pub assignable_hardware_manager: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for HostConfigManager {
+    const TYPE_NAME: &'static str = "HostConfigManager";
+}
+impl x::Structure for HostConfigManager {}
+impl std::fmt::Debug for HostConfigManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostConfigManager", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostConfigManager {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostConfigManager {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "cpuScheduler" => r.read_opt(&mut self.cpu_scheduler),
+            "datastoreSystem" => r.read_opt(&mut self.datastore_system),
+            "memoryManager" => r.read_opt(&mut self.memory_manager),
+            "storageSystem" => r.read_opt(&mut self.storage_system),
+            "networkSystem" => r.read_opt(&mut self.network_system),
+            "vmotionSystem" => r.read_opt(&mut self.vmotion_system),
+            "virtualNicManager" => r.read_opt(&mut self.virtual_nic_manager),
+            "serviceSystem" => r.read_opt(&mut self.service_system),
+            "firewallSystem" => r.read_opt(&mut self.firewall_system),
+            "advancedOption" => r.read_opt(&mut self.advanced_option),
+            "diagnosticSystem" => r.read_opt(&mut self.diagnostic_system),
+            "autoStartManager" => r.read_opt(&mut self.auto_start_manager),
+            "snmpSystem" => r.read_opt(&mut self.snmp_system),
+            "dateTimeSystem" => r.read_opt(&mut self.date_time_system),
+            "patchManager" => r.read_opt(&mut self.patch_manager),
+            "imageConfigManager" => r.read_opt(&mut self.image_config_manager),
+            "bootDeviceSystem" => r.read_opt(&mut self.boot_device_system),
+            "firmwareSystem" => r.read_opt(&mut self.firmware_system),
+            "healthStatusSystem" => r.read_opt(&mut self.health_status_system),
+            "pciPassthruSystem" => r.read_opt(&mut self.pci_passthru_system),
+            "licenseManager" => r.read_opt(&mut self.license_manager),
+            "kernelModuleSystem" => r.read_opt(&mut self.kernel_module_system),
+            "authenticationManager" => r.read_opt(&mut self.authentication_manager),
+            "powerSystem" => r.read_opt(&mut self.power_system),
+            "cacheConfigurationManager" => {
+                r.read_opt(&mut self.cache_configuration_manager)
+            }
+            "esxAgentHostManager" => r.read_opt(&mut self.esx_agent_host_manager),
+            "iscsiManager" => r.read_opt(&mut self.iscsi_manager),
+            "vFlashManager" => r.read_opt(&mut self.vflash_manager),
+            "vsanSystem" => r.read_opt(&mut self.vsan_system),
+            "messageBusProxy" => r.read_opt(&mut self.message_bus_proxy),
+            "userDirectory" => r.read_opt(&mut self.user_directory),
+            "accountManager" => r.read_opt(&mut self.account_manager),
+            "hostAccessManager" => r.read_opt(&mut self.host_access_manager),
+            "graphicsManager" => r.read_opt(&mut self.graphics_manager),
+            "vsanInternalSystem" => r.read_opt(&mut self.vsan_internal_system),
+            "certificateManager" => r.read_opt(&mut self.certificate_manager),
+            "cryptoManager" => r.read_opt(&mut self.crypto_manager),
+            "nvdimmSystem" => r.read_opt(&mut self.nvdimm_system),
+            "assignableHardwareManager" => {
+                r.read_opt(&mut self.assignable_hardware_manager)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("cpuScheduler", &self.cpu_scheduler);
+        w.write_opt("datastoreSystem", &self.datastore_system);
+        w.write_opt("memoryManager", &self.memory_manager);
+        w.write_opt("storageSystem", &self.storage_system);
+        w.write_opt("networkSystem", &self.network_system);
+        w.write_opt("vmotionSystem", &self.vmotion_system);
+        w.write_opt("virtualNicManager", &self.virtual_nic_manager);
+        w.write_opt("serviceSystem", &self.service_system);
+        w.write_opt("firewallSystem", &self.firewall_system);
+        w.write_opt("advancedOption", &self.advanced_option);
+        w.write_opt("diagnosticSystem", &self.diagnostic_system);
+        w.write_opt("autoStartManager", &self.auto_start_manager);
+        w.write_opt("snmpSystem", &self.snmp_system);
+        w.write_opt("dateTimeSystem", &self.date_time_system);
+        w.write_opt("patchManager", &self.patch_manager);
+        w.write_opt("imageConfigManager", &self.image_config_manager);
+        w.write_opt("bootDeviceSystem", &self.boot_device_system);
+        w.write_opt("firmwareSystem", &self.firmware_system);
+        w.write_opt("healthStatusSystem", &self.health_status_system);
+        w.write_opt("pciPassthruSystem", &self.pci_passthru_system);
+        w.write_opt("licenseManager", &self.license_manager);
+        w.write_opt("kernelModuleSystem", &self.kernel_module_system);
+        w.write_opt("authenticationManager", &self.authentication_manager);
+        w.write_opt("powerSystem", &self.power_system);
+        w.write_opt("cacheConfigurationManager", &self.cache_configuration_manager);
+        w.write_opt("esxAgentHostManager", &self.esx_agent_host_manager);
+        w.write_opt("iscsiManager", &self.iscsi_manager);
+        w.write_opt("vFlashManager", &self.vflash_manager);
+        w.write_opt("vsanSystem", &self.vsan_system);
+        w.write_opt("messageBusProxy", &self.message_bus_proxy);
+        w.write_opt("userDirectory", &self.user_directory);
+        w.write_opt("accountManager", &self.account_manager);
+        w.write_opt("hostAccessManager", &self.host_access_manager);
+        w.write_opt("graphicsManager", &self.graphics_manager);
+        w.write_opt("vsanInternalSystem", &self.vsan_internal_system);
+        w.write_opt("certificateManager", &self.certificate_manager);
+        w.write_opt("cryptoManager", &self.crypto_manager);
+        w.write_opt("nvdimmSystem", &self.nvdimm_system);
+        w.write_opt("assignableHardwareManager", &self.assignable_hardware_manager);
+    }
+}
+/// `HostConfigSpec` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostConfigSpec {
+    /// `nasDatastore`.
+    pub nas_datastore: Vec<HostNasVolumeConfig>,
+    /// `network`.
+    pub network: Option<HostNetworkConfig>,
+    /// `nicTypeSelection`.
+    pub nic_type_selection: Vec<HostVirtualNicManagerNicTypeSelection>,
+    /// `service`.
+    pub service: Vec<HostServiceConfig>,
+    /// `firewall`.
+    pub firewall: Option<HostFirewallConfig>,
+    /// `option`.
+    pub option: Vec<AnyOptionValue>,
+    /// `datastorePrincipal`.
+    pub datastore_principal: Option<String>,
+    /// `datastorePrincipalPasswd`.
+    pub datastore_principal_passwd: Option<String>,
+    /// `datetime`.
+    pub datetime: Option<HostDateTimeConfig>,
+    /// `storageDevice`.
+    pub storage_device: Option<HostStorageDeviceInfo>,
+    /// `license`.
+    pub license: Option<HostLicenseSpec>,
+    /// `security`.
+    pub security: Option<HostSecuritySpec>,
+    /// `userAccount`.
+    pub user_account: Vec<AnyHostAccountSpec>,
+    /// `usergroupAccount`.
+    pub usergroup_account: Vec<AnyHostAccountSpec>,
+    /// `memory`.
+    pub memory: Option<HostMemorySpec>,
+    /// `activeDirectory`.
+    pub active_directory: Vec<HostActiveDirectory>,
+    /// `genericConfig`.
+    pub generic_config: Vec<KeyAnyValue>,
+    /// `graphicsConfig`.
+    pub graphics_config: Option<HostGraphicsConfig>,
+    /// `assignableHardwareConfig`.
+    pub assignable_hardware_config: Option<HostAssignableHardwareConfig>,
+}
+impl x::SchemaType for HostConfigSpec {
+    const TYPE_NAME: &'static str = "HostConfigSpec";
+}
+impl x::Structure for HostConfigSpec {}
+impl std::fmt::Debug for HostConfigSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostConfigSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostConfigSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostConfigSpec {
+    fn clone(&self) -> Self {
+        Self {
+            nas_datastore: x::clone_vec(&self.nas_datastore),
+            network: self.network.clone(),
+            nic_type_selection: x::clone_vec(&self.nic_type_selection),
+            service: x::clone_vec(&self.service),
+            firewall: self.firewall.clone(),
+            option: x::clone_vec(&self.option),
+            datastore_principal: self.datastore_principal.clone(),
+            datastore_principal_passwd: self.datastore_principal_passwd.clone(),
+            datetime: self.datetime.clone(),
+            storage_device: self.storage_device.clone(),
+            license: self.license.clone(),
+            security: self.security.clone(),
+            user_account: x::clone_vec(&self.user_account),
+            usergroup_account: x::clone_vec(&self.usergroup_account),
+            memory: self.memory.clone(),
+            active_directory: x::clone_vec(&self.active_directory),
+            generic_config: x::clone_vec(&self.generic_config),
+            graphics_config: self.graphics_config.clone(),
+            assignable_hardware_config: self.assignable_hardware_config.clone(),
+        }
+    }
+}
+impl x::Fields for HostConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "nasDatastore" => r.read_push(&mut self.nas_datastore),
+            "network" => r.read_opt(&mut self.network),
+            "nicTypeSelection" => r.read_push(&mut self.nic_type_selection),
+            "service" => r.read_push(&mut self.service),
+            "firewall" => r.read_opt(&mut self.firewall),
+            "option" => r.read_push(&mut self.option),
+            "datastorePrincipal" => r.read_opt(&mut self.datastore_principal),
+            "datastorePrincipalPasswd" => {
+                r.read_opt(&mut self.datastore_principal_passwd)
+            }
+            "datetime" => r.read_opt(&mut self.datetime),
+            "storageDevice" => r.read_opt(&mut self.storage_device),
+            "license" => r.read_opt(&mut self.license),
+            "security" => r.read_opt(&mut self.security),
+            "userAccount" => r.read_push(&mut self.user_account),
+            "usergroupAccount" => r.read_push(&mut self.usergroup_account),
+            "memory" => r.read_opt(&mut self.memory),
+            "activeDirectory" => r.read_push(&mut self.active_directory),
+            "genericConfig" => r.read_push(&mut self.generic_config),
+            "graphicsConfig" => r.read_opt(&mut self.graphics_config),
+            "assignableHardwareConfig" => {
+                r.read_opt(&mut self.assignable_hardware_config)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("nasDatastore", &self.nas_datastore);
+        w.write_opt("network", &self.network);
+        w.write_vec("nicTypeSelection", &self.nic_type_selection);
+        w.write_vec("service", &self.service);
+        w.write_opt("firewall", &self.firewall);
+        w.write_vec("option", &self.option);
+        w.write_opt("datastorePrincipal", &self.datastore_principal);
+        w.write_opt("datastorePrincipalPasswd", &self.datastore_principal_passwd);
+        w.write_opt("datetime", &self.datetime);
+        w.write_opt("storageDevice", &self.storage_device);
+        w.write_opt("license", &self.license);
+        w.write_opt("security", &self.security);
+        w.write_vec("userAccount", &self.user_account);
+        w.write_vec("usergroupAccount", &self.usergroup_account);
+        w.write_opt("memory", &self.memory);
+        w.write_vec("activeDirectory", &self.active_directory);
+        w.write_vec("genericConfig", &self.generic_config);
+        w.write_opt("graphicsConfig", &self.graphics_config);
+        w.write_opt("assignableHardwareConfig", &self.assignable_hardware_config);
+    }
+}
+/// `HostConfigSummary` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostConfigSummary {
+    /// `name`.
+    pub name: String,
+    /// `port`.
+    pub port: i32,
+    /// `sslThumbprint`.
+    pub ssl_thumbprint: Option<String>,
+    /// `sslCertificate`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub ssl_certificate: Option<String>,
+    /// `product`.
+    pub product: Option<AboutInfo>,
+    /// `vmotionEnabled`.
+    pub vmotion_enabled: bool,
+    /// `faultToleranceEnabled`.
+    pub fault_tolerance_enabled: Option<bool>,
+    /// `featureVersion`.
+    pub feature_version: Vec<HostFeatureVersionInfo>,
+    /// `agentVmDatastore`.
+    pub agent_vm_datastore: Option<x::ManagedObjectReference>,
+    /// `agentVmNetwork`.
+    pub agent_vm_network: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for HostConfigSummary {
+    const TYPE_NAME: &'static str = "HostConfigSummary";
+}
+impl x::Structure for HostConfigSummary {}
+impl std::fmt::Debug for HostConfigSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostConfigSummary", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostConfigSummary {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostConfigSummary {
+    fn clone(&self) -> Self {
+        Self {
+            name: self.name.clone(),
+            port: self.port,
+            ssl_thumbprint: self.ssl_thumbprint.clone(),
+            ssl_certificate: self.ssl_certificate.clone(),
+            product: self.product.clone(),
+            vmotion_enabled: self.vmotion_enabled,
+            fault_tolerance_enabled: self.fault_tolerance_enabled,
+            feature_version: x::clone_vec(&self.feature_version),
+            agent_vm_datastore: self.agent_vm_datastore.clone(),
+            agent_vm_network: self.agent_vm_network.clone(),
+        }
+    }
+}
+impl x::Fields for HostConfigSummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "port" => r.read(&mut self.port),
+            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
+            "sslCertificate" => r.read_opt(&mut self.ssl_certificate),
+            "product" => r.read_opt(&mut self.product),
+            "vmotionEnabled" => r.read(&mut self.vmotion_enabled),
+            "faultToleranceEnabled" => r.read_opt(&mut self.fault_tolerance_enabled),
+            "featureVersion" => r.read_push(&mut self.feature_version),
+            "agentVmDatastore" => r.read_opt(&mut self.agent_vm_datastore),
+            "agentVmNetwork" => r.read_opt(&mut self.agent_vm_network),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("port", &self.port);
+        w.write_opt("sslThumbprint", &self.ssl_thumbprint);
+        if w
+            .since(
+                0x0900_0000,
+                "HostConfigSummary.sslCertificate",
+                self.ssl_certificate.is_some(),
+            )
+        {
+            w.write_opt("sslCertificate", &self.ssl_certificate);
+        }
+        w.write_opt("product", &self.product);
+        w.write("vmotionEnabled", &self.vmotion_enabled);
+        w.write_opt("faultToleranceEnabled", &self.fault_tolerance_enabled);
+        w.write_vec("featureVersion", &self.feature_version);
+        w.write_opt("agentVmDatastore", &self.agent_vm_datastore);
+        w.write_opt("agentVmNetwork", &self.agent_vm_network);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `HostConnectFault` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostConnectFault {
+    /// The fields `HostConnectFault` inherits from `VimFault`.
+    pub vim_fault: VimFault,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for HostConnectFault {
+    const TYPE_NAME: &'static str = "HostConnectFault";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for HostConnectFault {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for HostConnectFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostConnectFault", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for HostConnectFault {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for HostConnectFault {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for HostConnectFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for HostConnectFault {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vim_fault, w);
+    }
+}
+/// `HostConnectInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostConnectInfo {
+    /// `serverIp`.
+    pub server_ip: Option<String>,
+    /// `inDasCluster`.
+    pub in_das_cluster: Option<bool>,
+    /// `host`.
+    pub host: HostListSummary,
+    /// `vm`.
+    pub vm: Vec<VirtualMachineSummary>,
+    /// `vimAccountNameRequired`.
+    pub vim_account_name_required: Option<bool>,
+    /// `clusterSupported`.
+    pub cluster_supported: Option<bool>,
+    /// `network`.
+    pub network: Vec<AnyHostConnectInfoNetworkInfo>,
+    /// `datastore`.
+    pub datastore: Vec<AnyHostDatastoreConnectInfo>,
+    /// `license`.
+    pub license: Option<HostLicenseConnectInfo>,
+    /// `capability`.
+    pub capability: Option<HostCapability>,
+}
+impl x::SchemaType for HostConnectInfo {
+    const TYPE_NAME: &'static str = "HostConnectInfo";
+}
+impl x::Structure for HostConnectInfo {}
+impl std::fmt::Debug for HostConnectInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostConnectInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostConnectInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostConnectInfo {
+    fn clone(&self) -> Self {
+        Self {
+            server_ip: self.server_ip.clone(),
+            in_das_cluster: self.in_das_cluster,
+            host: self.host.clone(),
+            vm: x::clone_vec(&self.vm),
+            vim_account_name_required: self.vim_account_name_required,
+            cluster_supported: self.cluster_supported,
+            network: x::clone_vec(&self.network),
+            datastore: x::clone_vec(&self.datastore),
+            license: self.license.clone(),
+            capability: self.capability.clone(),
+        }
+    }
+}
+impl x::Fields for HostConnectInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "serverIp" => r.read_opt(&mut self.server_ip),
+            "inDasCluster" => r.read_opt(&mut self.in_das_cluster),
+            "host" => r.read(&mut self.host),
+            "vm" => r.read_push(&mut self.vm),
+            "vimAccountNameRequired" => r.read_opt(&mut self.vim_account_name_required),
+            "clusterSupported" => r.read_opt(&mut self.cluster_supported),
+            "network" => r.read_push(&mut self.network),
+            "datastore" => r.read_push(&mut self.datastore),
+            "license" => r.read_opt(&mut self.license),
+            "capability" => r.read_opt(&mut self.capability),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("serverIp", &self.server_ip);
+        w.write_opt("inDasCluster", &self.in_das_cluster);
+        w.write("host", &self.host);
+        w.write_vec("vm", &self.vm);
+        w.write_opt("vimAccountNameRequired", &self.vim_account_name_required);
+        w.write_opt("clusterSupported", &self.cluster_supported);
+        w.write_vec("network", &self.network);
+        w.write_vec("datastore", &self.datastore);
+        w.write_opt("license", &self.license);
+        w.write_opt("capability", &self.capability);
+    }
+}
+/// `HostConnectInfoNetworkInfo` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostConnectInfoNetworkInfo`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct HostConnectInfoNetworkInfo {
+    /// `summary`.
+    pub summary: AnyNetworkSummary,
+}
+impl x::SchemaType for HostConnectInfoNetworkInfo {
+    const TYPE_NAME: &'static str = "HostConnectInfoNetworkInfo";
+}
+impl x::Structure for HostConnectInfoNetworkInfo {}
+impl std::fmt::Debug for HostConnectInfoNetworkInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostConnectInfoNetworkInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostConnectInfoNetworkInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostConnectInfoNetworkInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "summary" => r.read(&mut self.summary),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("summary", &self.summary);
+    }
+}
+/// `HostConnectSpec` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostConnectSpec {
+    /// `hostName`.
+    pub host_name: Option<String>,
+    /// `port`.
+    pub port: Option<i32>,
+    /// `sslThumbprint`.
+    pub ssl_thumbprint: Option<String>,
+    /// `sslCertificate`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub ssl_certificate: Option<String>,
+    /// `userName`.
+    pub user_name: Option<String>,
+    /// `password`.
+    pub password: Option<String>,
+    /// `vmFolder`.
+    pub vm_folder: Option<x::ManagedObjectReference>,
+    /// `force`.
+    pub force: bool,
+    /// `vimAccountName`.
+    pub vim_account_name: Option<String>,
+    /// `vimAccountPassword`.
+    pub vim_account_password: Option<String>,
+    /// `managementIp`.
+    pub management_ip: Option<String>,
+    /// `lockdownMode`.
+    pub lockdown_mode: Option<HostLockdownMode>,
+    /// `hostGateway`.
+    pub host_gateway: Option<HostGatewaySpec>,
+}
+impl x::SchemaType for HostConnectSpec {
+    const TYPE_NAME: &'static str = "HostConnectSpec";
+}
+impl x::Structure for HostConnectSpec {}
+impl std::fmt::Debug for HostConnectSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostConnectSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostConnectSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostConnectSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostName" => r.read_opt(&mut self.host_name),
+            "port" => r.read_opt(&mut self.port),
+            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
+            "sslCertificate" => r.read_opt(&mut self.ssl_certificate),
+            "userName" => r.read_opt(&mut self.user_name),
+            "password" => r.read_opt(&mut self.password),
+            "vmFolder" => r.read_opt(&mut self.vm_folder),
+            "force" => r.read(&mut self.force),
+            "vimAccountName" => r.read_opt(&mut self.vim_account_name),
+            "vimAccountPassword" => r.read_opt(&mut self.vim_account_password),
+            "managementIp" => r.read_opt(&mut self.management_ip),
+            "lockdownMode" => r.read_opt(&mut self.lockdown_mode),
+            "hostGateway" => r.read_opt(&mut self.host_gateway),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("hostName", &self.host_name);
+        w.write_opt("port", &self.port);
+        w.write_opt("sslThumbprint", &self.ssl_thumbprint);
+        if w
+            .since(
+                0x0900_0000,
+                "HostConnectSpec.sslCertificate",
+                self.ssl_certificate.is_some(),
+            )
+        {
+            w.write_opt("sslCertificate", &self.ssl_certificate);
+        }
+        w.write_opt("userName", &self.user_name);
+        w.write_opt_secret("password", &self.password);
+        w.write_opt("vmFolder", &self.vm_folder);
+        w.write("force", &self.force);
+        w.write_opt("vimAccountName", &self.vim_account_name);
+        w.write_opt_secret("vimAccountPassword", &self.vim_account_password);
+        w.write_opt("managementIp", &self.management_ip);
+        w.write_opt("lockdownMode", &self.lockdown_mode);
+        w.write_opt("hostGateway", &self.host_gateway);
+    }
+}
+impl x::ArrayItem for HostConnectSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostConnectSpec";
+    const ITEM_TAG: &'static str = "HostConnectSpec";
+}
+#[cfg(feature = "all-events")]
+/// `HostConnectedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostConnectedEvent {
+    /// The fields `HostConnectedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostConnectedEvent {
+    const TYPE_NAME: &'static str = "HostConnectedEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostConnectedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostConnectedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostConnectedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostConnectedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostConnectedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostConnectedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostConnectedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostConnectionLostEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostConnectionLostEvent {
+    /// The fields `HostConnectionLostEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostConnectionLostEvent {
+    const TYPE_NAME: &'static str = "HostConnectionLostEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostConnectionLostEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostConnectionLostEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostConnectionLostEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostConnectionLostEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostConnectionLostEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostConnectionLostEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostConnectionLostEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+/// `HostCpuIdInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostCpuIdInfo {
+    /// `level`.
+    pub level: i32,
+    /// `vendor`.
+    pub vendor: Option<String>,
+    /// `eax`.
+    pub eax: Option<String>,
+    /// `ebx`.
+    pub ebx: Option<String>,
+    /// `ecx`.
+    pub ecx: Option<String>,
+    /// `edx`.
+    pub edx: Option<String>,
+}
+impl x::SchemaType for HostCpuIdInfo {
+    const TYPE_NAME: &'static str = "HostCpuIdInfo";
+}
+impl x::Structure for HostCpuIdInfo {}
+impl std::fmt::Debug for HostCpuIdInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCpuIdInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostCpuIdInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostCpuIdInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "level" => r.read(&mut self.level),
+            "vendor" => r.read_opt(&mut self.vendor),
+            "eax" => r.read_opt(&mut self.eax),
+            "ebx" => r.read_opt(&mut self.ebx),
+            "ecx" => r.read_opt(&mut self.ecx),
+            "edx" => r.read_opt(&mut self.edx),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("level", &self.level);
+        w.write_opt("vendor", &self.vendor);
+        w.write_opt("eax", &self.eax);
+        w.write_opt("ebx", &self.ebx);
+        w.write_opt("ecx", &self.ecx);
+        w.write_opt("edx", &self.edx);
+    }
+}
+impl x::ArrayItem for HostCpuIdInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostCpuIdInfo";
+    const ITEM_TAG: &'static str = "HostCpuIdInfo";
+}
+/// `HostCpuInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostCpuInfo {
+    /// `numCpuPackages`.
+    pub num_cpu_packages: i16,
+    /// `numCpuCores`.
+    pub num_cpu_cores: i16,
+    /// `numCpuThreads`.
+    pub num_cpu_threads: i16,
+    /// `hz`.
+    pub hz: i64,
+}
+impl x::SchemaType for HostCpuInfo {
+    const TYPE_NAME: &'static str = "HostCpuInfo";
+}
+impl x::Structure for HostCpuInfo {}
+impl std::fmt::Debug for HostCpuInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCpuInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostCpuInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostCpuInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numCpuPackages" => r.read(&mut self.num_cpu_packages),
+            "numCpuCores" => r.read(&mut self.num_cpu_cores),
+            "numCpuThreads" => r.read(&mut self.num_cpu_threads),
+            "hz" => r.read(&mut self.hz),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("numCpuPackages", &self.num_cpu_packages);
+        w.write("numCpuCores", &self.num_cpu_cores);
+        w.write("numCpuThreads", &self.num_cpu_threads);
+        w.write("hz", &self.hz);
+    }
+}
+/// `HostCpuPackage` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostCpuPackage {
+    /// `index`.
+    pub index: i16,
+    /// `vendor`.
+    pub vendor: String,
+    /// `hz`.
+    pub hz: i64,
+    /// `busHz`.
+    pub bus_hz: i64,
+    /// `description`.
+    pub description: String,
+    /// `threadId`.
+    pub thread_id: Vec<i16>,
+    /// `cpuFeature`.
+    pub cpu_feature: Vec<HostCpuIdInfo>,
+    /// `family`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub family: Option<i16>,
+    /// `model`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub model: Option<i16>,
+    /// `stepping`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub stepping: Option<i16>,
+}
+impl x::SchemaType for HostCpuPackage {
+    const TYPE_NAME: &'static str = "HostCpuPackage";
+}
+impl x::Structure for HostCpuPackage {}
+impl std::fmt::Debug for HostCpuPackage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCpuPackage", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostCpuPackage {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostCpuPackage {
+    fn clone(&self) -> Self {
+        Self {
+            index: self.index,
+            vendor: self.vendor.clone(),
+            hz: self.hz,
+            bus_hz: self.bus_hz,
+            description: self.description.clone(),
+            thread_id: x::clone_vec(&self.thread_id),
+            cpu_feature: x::clone_vec(&self.cpu_feature),
+            family: self.family,
+            model: self.model,
+            stepping: self.stepping,
+        }
+    }
+}
+impl x::Fields for HostCpuPackage {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "index" => r.read(&mut self.index),
+            "vendor" => r.read(&mut self.vendor),
+            "hz" => r.read(&mut self.hz),
+            "busHz" => r.read(&mut self.bus_hz),
+            "description" => r.read(&mut self.description),
+            "threadId" => r.read_push(&mut self.thread_id),
+            "cpuFeature" => r.read_push(&mut self.cpu_feature),
+            "family" => r.read_opt(&mut self.family),
+            "model" => r.read_opt(&mut self.model),
+            "stepping" => r.read_opt(&mut self.stepping),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("index", &self.index);
+        w.write("vendor", &self.vendor);
+        w.write("hz", &self.hz);
+        w.write("busHz", &self.bus_hz);
+        w.write("description", &self.description);
+        w.write_vec("threadId", &self.thread_id);
+        w.write_vec("cpuFeature", &self.cpu_feature);
+        if w.since(0x0800_0300, "HostCpuPackage.family", self.family.is_some()) {
+            w.write_opt("family", &self.family);
+        }
+        if w.since(0x0800_0300, "HostCpuPackage.model", self.model.is_some()) {
+            w.write_opt("model", &self.model);
+        }
+        if w.since(0x0800_0300, "HostCpuPackage.stepping", self.stepping.is_some()) {
+            w.write_opt("stepping", &self.stepping);
+        }
+    }
+}
+impl x::ArrayItem for HostCpuPackage {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostCpuPackage";
+    const ITEM_TAG: &'static str = "HostCpuPackage";
+}
+/// `HostCpuPowerManagementInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostCpuPowerManagementInfo {
+    /// `currentPolicy`.
+    pub current_policy: Option<String>,
+    /// `hardwareSupport`.
+    pub hardware_support: Option<String>,
+}
+impl x::SchemaType for HostCpuPowerManagementInfo {
+    const TYPE_NAME: &'static str = "HostCpuPowerManagementInfo";
+}
+impl x::Structure for HostCpuPowerManagementInfo {}
+impl std::fmt::Debug for HostCpuPowerManagementInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCpuPowerManagementInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostCpuPowerManagementInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostCpuPowerManagementInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "currentPolicy" => r.read_opt(&mut self.current_policy),
+            "hardwareSupport" => r.read_opt(&mut self.hardware_support),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("currentPolicy", &self.current_policy);
+        w.write_opt("hardwareSupport", &self.hardware_support);
+    }
+}
+/// `HostCpuSchedulerInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Clone, Default)]
+pub struct HostCpuSchedulerInfo {
+    /// `policy`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub policy: String,
+}
+impl x::SchemaType for HostCpuSchedulerInfo {
+    const TYPE_NAME: &'static str = "HostCpuSchedulerInfo";
+}
+impl x::Structure for HostCpuSchedulerInfo {}
+impl std::fmt::Debug for HostCpuSchedulerInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostCpuSchedulerInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostCpuSchedulerInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostCpuSchedulerInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "policy" => r.read(&mut self.policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "type HostCpuSchedulerInfo", true);
+        w.write("policy", &self.policy);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostDasDisabledEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostDasDisabledEvent {
+    /// The fields `HostDasDisabledEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostDasDisabledEvent {
+    const TYPE_NAME: &'static str = "HostDasDisabledEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostDasDisabledEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostDasDisabledEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDasDisabledEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostDasDisabledEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostDasDisabledEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostDasDisabledEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostDasDisabledEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostDasDisablingEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostDasDisablingEvent {
+    /// The fields `HostDasDisablingEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostDasDisablingEvent {
+    const TYPE_NAME: &'static str = "HostDasDisablingEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostDasDisablingEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostDasDisablingEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDasDisablingEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostDasDisablingEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostDasDisablingEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostDasDisablingEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostDasDisablingEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostDasEnabledEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostDasEnabledEvent {
+    /// The fields `HostDasEnabledEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostDasEnabledEvent {
+    const TYPE_NAME: &'static str = "HostDasEnabledEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostDasEnabledEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostDasEnabledEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDasEnabledEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostDasEnabledEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostDasEnabledEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostDasEnabledEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostDasEnabledEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostDasEnablingEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostDasEnablingEvent {
+    /// The fields `HostDasEnablingEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostDasEnablingEvent {
+    const TYPE_NAME: &'static str = "HostDasEnablingEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostDasEnablingEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostDasEnablingEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDasEnablingEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostDasEnablingEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostDasEnablingEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostDasEnablingEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostDasEnablingEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostDasErrorEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostDasErrorEvent {
+    /// The fields `HostDasErrorEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `message`.
+    pub message: Option<String>,
+    /// `reason`.
+    pub reason: Option<String>,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostDasErrorEvent {
+    const TYPE_NAME: &'static str = "HostDasErrorEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostDasErrorEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostDasErrorEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDasErrorEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostDasErrorEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostDasErrorEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostDasErrorEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostDasErrorEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "message" => r.read_opt(&mut self.message),
+            "reason" => r.read_opt(&mut self.reason),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write_opt("message", &self.message);
+        w.write_opt("reason", &self.reason);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostDasEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostDasEvent {
+    /// The fields `HostDasEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostDasEvent {
+    const TYPE_NAME: &'static str = "HostDasEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostDasEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostDasEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDasEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostDasEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostDasEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostDasEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostDasEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostDasOkEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostDasOkEvent {
+    /// The fields `HostDasOkEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostDasOkEvent {
+    const TYPE_NAME: &'static str = "HostDasOkEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostDasOkEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostDasOkEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDasOkEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostDasOkEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostDasOkEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostDasOkEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostDasOkEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+/// `HostDataTransportConnectionInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostDataTransportConnectionInfo {
+    /// `staticMemoryConsumed`.
+    pub static_memory_consumed: i64,
+}
+impl x::SchemaType for HostDataTransportConnectionInfo {
+    const TYPE_NAME: &'static str = "HostDataTransportConnectionInfo";
+}
+impl x::Structure for HostDataTransportConnectionInfo {}
+impl std::fmt::Debug for HostDataTransportConnectionInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDataTransportConnectionInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDataTransportConnectionInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostDataTransportConnectionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "staticMemoryConsumed" => r.read(&mut self.static_memory_consumed),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("staticMemoryConsumed", &self.static_memory_consumed);
+    }
+}
+/// `HostDatastoreBrowserSearchResults` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostDatastoreBrowserSearchResults {
+    /// `datastore`.
+    pub datastore: Option<x::ManagedObjectReference>,
+    /// `folderPath`.
+    pub folder_path: Option<String>,
+    /// `file`.
+    pub file: Vec<AnyFileInfo>,
+}
+impl x::SchemaType for HostDatastoreBrowserSearchResults {
+    const TYPE_NAME: &'static str = "HostDatastoreBrowserSearchResults";
+}
+impl x::Structure for HostDatastoreBrowserSearchResults {}
+impl std::fmt::Debug for HostDatastoreBrowserSearchResults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDatastoreBrowserSearchResults", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDatastoreBrowserSearchResults {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostDatastoreBrowserSearchResults {
+    fn clone(&self) -> Self {
+        Self {
+            datastore: self.datastore.clone(),
+            folder_path: self.folder_path.clone(),
+            file: x::clone_vec(&self.file),
+        }
+    }
+}
+impl x::Fields for HostDatastoreBrowserSearchResults {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "datastore" => r.read_opt(&mut self.datastore),
+            "folderPath" => r.read_opt(&mut self.folder_path),
+            "file" => r.read_push(&mut self.file),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("datastore", &self.datastore);
+        w.write_opt("folderPath", &self.folder_path);
+        w.write_vec("file", &self.file);
+    }
+}
+impl x::ArrayItem for HostDatastoreBrowserSearchResults {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDatastoreBrowserSearchResults";
+    const ITEM_TAG: &'static str = "HostDatastoreBrowserSearchResults";
+}
+/// `HostDatastoreBrowserSearchSpec` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostDatastoreBrowserSearchSpec {
+    /// `query`.
+    pub query: Vec<AnyFileQuery>,
+    /// `details`.
+    pub details: Option<FileQueryFlags>,
+    /// `searchCaseInsensitive`.
+    pub search_case_insensitive: Option<bool>,
+    /// `matchPattern`.
+    pub match_pattern: Vec<String>,
+    /// `sortFoldersFirst`.
+    pub sort_folders_first: Option<bool>,
+}
+impl x::SchemaType for HostDatastoreBrowserSearchSpec {
+    const TYPE_NAME: &'static str = "HostDatastoreBrowserSearchSpec";
+}
+impl x::Structure for HostDatastoreBrowserSearchSpec {}
+impl std::fmt::Debug for HostDatastoreBrowserSearchSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDatastoreBrowserSearchSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDatastoreBrowserSearchSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostDatastoreBrowserSearchSpec {
+    fn clone(&self) -> Self {
+        Self {
+            query: x::clone_vec(&self.query),
+            details: self.details.clone(),
+            search_case_insensitive: self.search_case_insensitive,
+            match_pattern: x::clone_vec(&self.match_pattern),
+            sort_folders_first: self.sort_folders_first,
+        }
+    }
+}
+impl x::Fields for HostDatastoreBrowserSearchSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "query" => r.read_push(&mut self.query),
+            "details" => r.read_opt(&mut self.details),
+            "searchCaseInsensitive" => r.read_opt(&mut self.search_case_insensitive),
+            "matchPattern" => r.read_push(&mut self.match_pattern),
+            "sortFoldersFirst" => r.read_opt(&mut self.sort_folders_first),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("query", &self.query);
+        w.write_opt("details", &self.details);
+        w.write_opt("searchCaseInsensitive", &self.search_case_insensitive);
+        w.write_vec("matchPattern", &self.match_pattern);
+        w.write_opt("sortFoldersFirst", &self.sort_folders_first);
+    }
+}
+/// `HostDatastoreConnectInfo` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostDatastoreConnectInfo`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct HostDatastoreConnectInfo {
+    /// `summary`.
+    pub summary: DatastoreSummary,
+}
+impl x::SchemaType for HostDatastoreConnectInfo {
+    const TYPE_NAME: &'static str = "HostDatastoreConnectInfo";
+}
+impl x::Structure for HostDatastoreConnectInfo {}
+impl std::fmt::Debug for HostDatastoreConnectInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostDatastoreConnectInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostDatastoreConnectInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostDatastoreConnectInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "summary" => r.read(&mut self.summary),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("summary", &self.summary);
+    }
+}
 /// `HostDatastoreExistsConnectInfo` (extends `HostDatastoreConnectInfo`).
 ///
 /// The fields of `HostDatastoreConnectInfo` are in `host_datastore_connect_info`, also reachable through `Deref`.
@@ -21,12 +2109,12 @@ impl x::SchemaType for HostDatastoreExistsConnectInfo {
 impl x::Structure for HostDatastoreExistsConnectInfo {}
 impl std::fmt::Debug for HostDatastoreExistsConnectInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostDatastoreExistsConnectInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for HostDatastoreExistsConnectInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for HostDatastoreExistsConnectInfo {
@@ -82,12 +2170,12 @@ impl x::SchemaType for HostDatastoreNameConflictConnectInfo {
 impl x::Structure for HostDatastoreNameConflictConnectInfo {}
 impl std::fmt::Debug for HostDatastoreNameConflictConnectInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostDatastoreNameConflictConnectInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for HostDatastoreNameConflictConnectInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for HostDatastoreNameConflictConnectInfo {
@@ -145,12 +2233,12 @@ impl x::SchemaType for HostDatastoreSystemCapabilities {
 impl x::Structure for HostDatastoreSystemCapabilities {}
 impl std::fmt::Debug for HostDatastoreSystemCapabilities {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostDatastoreSystemCapabilities", x::fields_ref(self))
     }
 }
 impl PartialEq for HostDatastoreSystemCapabilities {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostDatastoreSystemCapabilities {
@@ -195,12 +2283,12 @@ impl x::SchemaType for HostDatastoreSystemDatastoreResult {
 impl x::Structure for HostDatastoreSystemDatastoreResult {}
 impl std::fmt::Debug for HostDatastoreSystemDatastoreResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostDatastoreSystemDatastoreResult", x::fields_ref(self))
     }
 }
 impl PartialEq for HostDatastoreSystemDatastoreResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostDatastoreSystemDatastoreResult {
@@ -240,12 +2328,12 @@ impl x::SchemaType for HostDatastoreSystemVvolDatastoreSpec {
 impl x::Structure for HostDatastoreSystemVvolDatastoreSpec {}
 impl std::fmt::Debug for HostDatastoreSystemVvolDatastoreSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostDatastoreSystemVvolDatastoreSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for HostDatastoreSystemVvolDatastoreSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostDatastoreSystemVvolDatastoreSpec {
@@ -293,12 +2381,12 @@ impl x::SchemaType for HostDateTimeConfig {
 impl x::Structure for HostDateTimeConfig {}
 impl std::fmt::Debug for HostDateTimeConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostDateTimeConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for HostDateTimeConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostDateTimeConfig {
@@ -372,12 +2460,12 @@ impl x::SchemaType for HostDateTimeInfo {
 impl x::Structure for HostDateTimeInfo {}
 impl std::fmt::Debug for HostDateTimeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostDateTimeInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for HostDateTimeInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostDateTimeInfo {
@@ -439,12 +2527,12 @@ impl x::SchemaType for HostDateTimeSystemServiceTestResult {
 impl x::Structure for HostDateTimeSystemServiceTestResult {}
 impl std::fmt::Debug for HostDateTimeSystemServiceTestResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostDateTimeSystemServiceTestResult", x::fields_ref(self))
     }
 }
 impl PartialEq for HostDateTimeSystemServiceTestResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HostDateTimeSystemServiceTestResult {
@@ -492,12 +2580,12 @@ impl x::SchemaType for HostDateTimeSystemTimeZone {
 impl x::Structure for HostDateTimeSystemTimeZone {}
 impl std::fmt::Debug for HostDateTimeSystemTimeZone {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostDateTimeSystemTimeZone", x::fields_ref(self))
     }
 }
 impl PartialEq for HostDateTimeSystemTimeZone {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostDateTimeSystemTimeZone {
@@ -539,12 +2627,12 @@ impl x::SchemaType for HostDeploymentInfo {
 impl x::Structure for HostDeploymentInfo {}
 impl std::fmt::Debug for HostDeploymentInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostDeploymentInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for HostDeploymentInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostDeploymentInfo {
@@ -580,12 +2668,12 @@ impl x::SchemaType for HostDevice {
 impl x::Structure for HostDevice {}
 impl std::fmt::Debug for HostDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostDevice", x::fields_ref(self))
     }
 }
 impl PartialEq for HostDevice {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostDevice {
@@ -621,12 +2709,12 @@ impl x::SchemaType for HostDhcpService {
 impl x::Structure for HostDhcpService {}
 impl std::fmt::Debug for HostDhcpService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostDhcpService", x::fields_ref(self))
     }
 }
 impl PartialEq for HostDhcpService {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostDhcpService {
@@ -668,12 +2756,12 @@ impl x::SchemaType for HostDhcpServiceConfig {
 impl x::Structure for HostDhcpServiceConfig {}
 impl std::fmt::Debug for HostDhcpServiceConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostDhcpServiceConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for HostDhcpServiceConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostDhcpServiceConfig {
@@ -727,12 +2815,12 @@ impl x::SchemaType for HostDhcpServiceSpec {
 impl x::Structure for HostDhcpServiceSpec {}
 impl std::fmt::Debug for HostDhcpServiceSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostDhcpServiceSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for HostDhcpServiceSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostDhcpServiceSpec {
@@ -784,12 +2872,12 @@ impl x::SchemaType for HostDiagnosticPartition {
 impl x::Structure for HostDiagnosticPartition {}
 impl std::fmt::Debug for HostDiagnosticPartition {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostDiagnosticPartition", x::fields_ref(self))
     }
 }
 impl PartialEq for HostDiagnosticPartition {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostDiagnosticPartition {
@@ -835,12 +2923,16 @@ impl x::SchemaType for HostDiagnosticPartitionCreateDescription {
 impl x::Structure for HostDiagnosticPartitionCreateDescription {}
 impl std::fmt::Debug for HostDiagnosticPartitionCreateDescription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "HostDiagnosticPartitionCreateDescription",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for HostDiagnosticPartitionCreateDescription {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostDiagnosticPartitionCreateDescription {
@@ -880,12 +2972,12 @@ impl x::SchemaType for HostDiagnosticPartitionCreateOption {
 impl x::Structure for HostDiagnosticPartitionCreateOption {}
 impl std::fmt::Debug for HostDiagnosticPartitionCreateOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostDiagnosticPartitionCreateOption", x::fields_ref(self))
     }
 }
 impl PartialEq for HostDiagnosticPartitionCreateOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostDiagnosticPartitionCreateOption {
@@ -933,12 +3025,12 @@ impl x::SchemaType for HostDiagnosticPartitionCreateSpec {
 impl x::Structure for HostDiagnosticPartitionCreateSpec {}
 impl std::fmt::Debug for HostDiagnosticPartitionCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostDiagnosticPartitionCreateSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for HostDiagnosticPartitionCreateSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostDiagnosticPartitionCreateSpec {
@@ -964,2503 +3056,5 @@ impl x::Fields for HostDiagnosticPartitionCreateSpec {
         w.write("id", &self.id);
         w.write("partition", &self.partition);
         w.write_opt("active", &self.active);
-    }
-}
-/// `HostDigestInfo` (extends `DynamicData`).
-#[derive(Default)]
-pub struct HostDigestInfo {
-    /// `digestMethod`.
-    pub digest_method: String,
-    /// `digestValue`.
-    pub digest_value: Vec<i8>,
-    /// `objectName`.
-    pub object_name: Option<String>,
-}
-impl x::SchemaType for HostDigestInfo {
-    const TYPE_NAME: &'static str = "HostDigestInfo";
-}
-impl x::Structure for HostDigestInfo {}
-impl std::fmt::Debug for HostDigestInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostDigestInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for HostDigestInfo {
-    fn clone(&self) -> Self {
-        Self {
-            digest_method: self.digest_method.clone(),
-            digest_value: x::clone_vec(&self.digest_value),
-            object_name: self.object_name.clone(),
-        }
-    }
-}
-impl x::Fields for HostDigestInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "digestMethod" => r.read(&mut self.digest_method),
-            "digestValue" => r.read_push(&mut self.digest_value),
-            "objectName" => r.read_opt(&mut self.object_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("digestMethod", &self.digest_method);
-        w.write_vec("digestValue", &self.digest_value);
-        w.write_opt("objectName", &self.object_name);
-    }
-}
-/// `HostDirectoryStoreInfo` (extends `HostAuthenticationStoreInfo`).
-///
-/// The fields of `HostAuthenticationStoreInfo` are in `host_authentication_store_info`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct HostDirectoryStoreInfo {
-    /// The fields `HostDirectoryStoreInfo` inherits from `HostAuthenticationStoreInfo`.
-    pub host_authentication_store_info: HostAuthenticationStoreInfo,
-}
-impl x::SchemaType for HostDirectoryStoreInfo {
-    const TYPE_NAME: &'static str = "HostDirectoryStoreInfo";
-}
-impl x::Structure for HostDirectoryStoreInfo {}
-impl std::fmt::Debug for HostDirectoryStoreInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostDirectoryStoreInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for HostDirectoryStoreInfo {
-    type Target = HostAuthenticationStoreInfo;
-    #[inline]
-    fn deref(&self) -> &HostAuthenticationStoreInfo {
-        &self.host_authentication_store_info
-    }
-}
-impl std::ops::DerefMut for HostDirectoryStoreInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostAuthenticationStoreInfo {
-        &mut self.host_authentication_store_info
-    }
-}
-impl x::Fields for HostDirectoryStoreInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_authentication_store_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_authentication_store_info, w);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostDisconnectedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct HostDisconnectedEvent {
-    /// The fields `HostDisconnectedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `reason`.
-    pub reason: Option<String>,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostDisconnectedEvent {
-    const TYPE_NAME: &'static str = "HostDisconnectedEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostDisconnectedEvent {}
-#[cfg(feature = "all-events")]
-impl std::fmt::Debug for HostDisconnectedEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-events")]
-impl PartialEq for HostDisconnectedEvent {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostDisconnectedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostDisconnectedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostDisconnectedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "reason" => r.read_opt(&mut self.reason),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write_opt("reason", &self.reason);
-    }
-}
-/// `HostDiskConfigurationResult` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostDiskConfigurationResult {
-    /// `devicePath`.
-    pub device_path: Option<String>,
-    /// `success`.
-    pub success: Option<bool>,
-    /// `fault`.
-    pub fault: Option<LocalizedMethodFault>,
-}
-impl x::SchemaType for HostDiskConfigurationResult {
-    const TYPE_NAME: &'static str = "HostDiskConfigurationResult";
-}
-impl x::Structure for HostDiskConfigurationResult {}
-impl std::fmt::Debug for HostDiskConfigurationResult {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostDiskConfigurationResult {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostDiskConfigurationResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "devicePath" => r.read_opt(&mut self.device_path),
-            "success" => r.read_opt(&mut self.success),
-            "fault" => r.read_opt(&mut self.fault),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("devicePath", &self.device_path);
-        w.write_opt("success", &self.success);
-        w.write_opt("fault", &self.fault);
-    }
-}
-impl x::ArrayItem for HostDiskConfigurationResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskConfigurationResult";
-    const ITEM_TAG: &'static str = "HostDiskConfigurationResult";
-}
-/// `HostDiskDimensions` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostDiskDimensions {}
-impl x::SchemaType for HostDiskDimensions {
-    const TYPE_NAME: &'static str = "HostDiskDimensions";
-}
-impl x::Structure for HostDiskDimensions {}
-impl std::fmt::Debug for HostDiskDimensions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostDiskDimensions {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostDiskDimensions {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostDiskDimensionsChs` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostDiskDimensionsChs {
-    /// `cylinder`.
-    pub cylinder: i64,
-    /// `head`.
-    pub head: i32,
-    /// `sector`.
-    pub sector: i32,
-}
-impl x::SchemaType for HostDiskDimensionsChs {
-    const TYPE_NAME: &'static str = "HostDiskDimensionsChs";
-}
-impl x::Structure for HostDiskDimensionsChs {}
-impl std::fmt::Debug for HostDiskDimensionsChs {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostDiskDimensionsChs {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostDiskDimensionsChs {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "cylinder" => r.read(&mut self.cylinder),
-            "head" => r.read(&mut self.head),
-            "sector" => r.read(&mut self.sector),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("cylinder", &self.cylinder);
-        w.write("head", &self.head);
-        w.write("sector", &self.sector);
-    }
-}
-/// `HostDiskDimensionsLba` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostDiskDimensionsLba {
-    /// `blockSize`.
-    pub block_size: i32,
-    /// `block`.
-    pub block: i64,
-}
-impl x::SchemaType for HostDiskDimensionsLba {
-    const TYPE_NAME: &'static str = "HostDiskDimensionsLba";
-}
-impl x::Structure for HostDiskDimensionsLba {}
-impl std::fmt::Debug for HostDiskDimensionsLba {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostDiskDimensionsLba {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostDiskDimensionsLba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "blockSize" => r.read(&mut self.block_size),
-            "block" => r.read(&mut self.block),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("blockSize", &self.block_size);
-        w.write("block", &self.block);
-    }
-}
-/// `HostDiskMappingInfo` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostDiskMappingInfo {
-    /// `physicalPartition`.
-    pub physical_partition: Option<HostDiskMappingPartitionInfo>,
-    /// `name`.
-    pub name: String,
-    /// `exclusive`.
-    pub exclusive: Option<bool>,
-}
-impl x::SchemaType for HostDiskMappingInfo {
-    const TYPE_NAME: &'static str = "HostDiskMappingInfo";
-}
-impl x::Structure for HostDiskMappingInfo {}
-impl std::fmt::Debug for HostDiskMappingInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostDiskMappingInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostDiskMappingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "physicalPartition" => r.read_opt(&mut self.physical_partition),
-            "name" => r.read(&mut self.name),
-            "exclusive" => r.read_opt(&mut self.exclusive),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("physicalPartition", &self.physical_partition);
-        w.write("name", &self.name);
-        w.write_opt("exclusive", &self.exclusive);
-    }
-}
-/// `HostDiskMappingOption` (extends `DynamicData`).
-#[derive(Default)]
-pub struct HostDiskMappingOption {
-    /// `physicalPartition`.
-    pub physical_partition: Vec<HostDiskMappingPartitionOption>,
-    /// `name`.
-    pub name: String,
-}
-impl x::SchemaType for HostDiskMappingOption {
-    const TYPE_NAME: &'static str = "HostDiskMappingOption";
-}
-impl x::Structure for HostDiskMappingOption {}
-impl std::fmt::Debug for HostDiskMappingOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostDiskMappingOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for HostDiskMappingOption {
-    fn clone(&self) -> Self {
-        Self {
-            physical_partition: x::clone_vec(&self.physical_partition),
-            name: self.name.clone(),
-        }
-    }
-}
-impl x::Fields for HostDiskMappingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "physicalPartition" => r.read_push(&mut self.physical_partition),
-            "name" => r.read(&mut self.name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("physicalPartition", &self.physical_partition);
-        w.write("name", &self.name);
-    }
-}
-/// `HostDiskMappingPartitionInfo` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostDiskMappingPartitionInfo {
-    /// `name`.
-    pub name: String,
-    /// `fileSystem`.
-    pub file_system: String,
-    /// `capacityInKb`.
-    pub capacity_in_kb: i64,
-}
-impl x::SchemaType for HostDiskMappingPartitionInfo {
-    const TYPE_NAME: &'static str = "HostDiskMappingPartitionInfo";
-}
-impl x::Structure for HostDiskMappingPartitionInfo {}
-impl std::fmt::Debug for HostDiskMappingPartitionInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostDiskMappingPartitionInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostDiskMappingPartitionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "fileSystem" => r.read(&mut self.file_system),
-            "capacityInKb" => r.read(&mut self.capacity_in_kb),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("fileSystem", &self.file_system);
-        w.write("capacityInKb", &self.capacity_in_kb);
-    }
-}
-/// `HostDiskMappingPartitionOption` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostDiskMappingPartitionOption {
-    /// `name`.
-    pub name: String,
-    /// `fileSystem`.
-    pub file_system: String,
-    /// `capacityInKb`.
-    pub capacity_in_kb: i64,
-}
-impl x::SchemaType for HostDiskMappingPartitionOption {
-    const TYPE_NAME: &'static str = "HostDiskMappingPartitionOption";
-}
-impl x::Structure for HostDiskMappingPartitionOption {}
-impl std::fmt::Debug for HostDiskMappingPartitionOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostDiskMappingPartitionOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostDiskMappingPartitionOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "fileSystem" => r.read(&mut self.file_system),
-            "capacityInKb" => r.read(&mut self.capacity_in_kb),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("fileSystem", &self.file_system);
-        w.write("capacityInKb", &self.capacity_in_kb);
-    }
-}
-impl x::ArrayItem for HostDiskMappingPartitionOption {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskMappingPartitionOption";
-    const ITEM_TAG: &'static str = "HostDiskMappingPartitionOption";
-}
-/// `HostDiskPartitionAttributes` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostDiskPartitionAttributes {
-    /// `partition`.
-    pub partition: i32,
-    /// `startSector`.
-    pub start_sector: i64,
-    /// `endSector`.
-    pub end_sector: i64,
-    /// `type`.
-    pub type_: String,
-    /// `guid`.
-    pub guid: Option<String>,
-    /// `logical`.
-    pub logical: bool,
-    /// `attributes`.
-    pub attributes: i8,
-    /// `partitionAlignment`.
-    pub partition_alignment: Option<i64>,
-}
-impl x::SchemaType for HostDiskPartitionAttributes {
-    const TYPE_NAME: &'static str = "HostDiskPartitionAttributes";
-}
-impl x::Structure for HostDiskPartitionAttributes {}
-impl std::fmt::Debug for HostDiskPartitionAttributes {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostDiskPartitionAttributes {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostDiskPartitionAttributes {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "partition" => r.read(&mut self.partition),
-            "startSector" => r.read(&mut self.start_sector),
-            "endSector" => r.read(&mut self.end_sector),
-            "type" => r.read(&mut self.type_),
-            "guid" => r.read_opt(&mut self.guid),
-            "logical" => r.read(&mut self.logical),
-            "attributes" => r.read(&mut self.attributes),
-            "partitionAlignment" => r.read_opt(&mut self.partition_alignment),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("partition", &self.partition);
-        w.write("startSector", &self.start_sector);
-        w.write("endSector", &self.end_sector);
-        w.write("type", &self.type_);
-        w.write_opt("guid", &self.guid);
-        w.write("logical", &self.logical);
-        w.write("attributes", &self.attributes);
-        w.write_opt("partitionAlignment", &self.partition_alignment);
-    }
-}
-impl x::ArrayItem for HostDiskPartitionAttributes {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskPartitionAttributes";
-    const ITEM_TAG: &'static str = "HostDiskPartitionAttributes";
-}
-/// `HostDiskPartitionBlockRange` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostDiskPartitionBlockRange {
-    /// `partition`.
-    pub partition: Option<i32>,
-    /// `type`.
-    pub type_: String,
-    /// `start`.
-    pub start: HostDiskDimensionsLba,
-    /// `end`.
-    pub end: HostDiskDimensionsLba,
-}
-impl x::SchemaType for HostDiskPartitionBlockRange {
-    const TYPE_NAME: &'static str = "HostDiskPartitionBlockRange";
-}
-impl x::Structure for HostDiskPartitionBlockRange {}
-impl std::fmt::Debug for HostDiskPartitionBlockRange {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostDiskPartitionBlockRange {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostDiskPartitionBlockRange {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "partition" => r.read_opt(&mut self.partition),
-            "type" => r.read(&mut self.type_),
-            "start" => r.read(&mut self.start),
-            "end" => r.read(&mut self.end),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("partition", &self.partition);
-        w.write("type", &self.type_);
-        w.write("start", &self.start);
-        w.write("end", &self.end);
-    }
-}
-impl x::ArrayItem for HostDiskPartitionBlockRange {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskPartitionBlockRange";
-    const ITEM_TAG: &'static str = "HostDiskPartitionBlockRange";
-}
-/// `HostDiskPartitionInfo` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostDiskPartitionInfo {
-    /// `deviceName`.
-    pub device_name: String,
-    /// `spec`.
-    pub spec: HostDiskPartitionSpec,
-    /// `layout`.
-    pub layout: HostDiskPartitionLayout,
-}
-impl x::SchemaType for HostDiskPartitionInfo {
-    const TYPE_NAME: &'static str = "HostDiskPartitionInfo";
-}
-impl x::Structure for HostDiskPartitionInfo {}
-impl std::fmt::Debug for HostDiskPartitionInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostDiskPartitionInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostDiskPartitionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "spec" => r.read(&mut self.spec),
-            "layout" => r.read(&mut self.layout),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write("spec", &self.spec);
-        w.write("layout", &self.layout);
-    }
-}
-impl x::ArrayItem for HostDiskPartitionInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskPartitionInfo";
-    const ITEM_TAG: &'static str = "HostDiskPartitionInfo";
-}
-/// `HostDiskPartitionLayout` (extends `DynamicData`).
-#[derive(Default)]
-pub struct HostDiskPartitionLayout {
-    /// `total`.
-    pub total: Option<HostDiskDimensionsLba>,
-    /// `partition`.
-    pub partition: Vec<HostDiskPartitionBlockRange>,
-}
-impl x::SchemaType for HostDiskPartitionLayout {
-    const TYPE_NAME: &'static str = "HostDiskPartitionLayout";
-}
-impl x::Structure for HostDiskPartitionLayout {}
-impl std::fmt::Debug for HostDiskPartitionLayout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostDiskPartitionLayout {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for HostDiskPartitionLayout {
-    fn clone(&self) -> Self {
-        Self {
-            total: self.total.clone(),
-            partition: x::clone_vec(&self.partition),
-        }
-    }
-}
-impl x::Fields for HostDiskPartitionLayout {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "total" => r.read_opt(&mut self.total),
-            "partition" => r.read_push(&mut self.partition),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("total", &self.total);
-        w.write_vec("partition", &self.partition);
-    }
-}
-/// `HostDiskPartitionSpec` (extends `DynamicData`).
-#[derive(Default)]
-pub struct HostDiskPartitionSpec {
-    /// `partitionFormat`.
-    pub partition_format: Option<String>,
-    /// `chs`.
-    pub chs: Option<HostDiskDimensionsChs>,
-    /// `totalSectors`.
-    pub total_sectors: Option<i64>,
-    /// `partition`.
-    pub partition: Vec<HostDiskPartitionAttributes>,
-    /// `sectorSize`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub sector_size: Option<i32>,
-}
-impl x::SchemaType for HostDiskPartitionSpec {
-    const TYPE_NAME: &'static str = "HostDiskPartitionSpec";
-}
-impl x::Structure for HostDiskPartitionSpec {}
-impl std::fmt::Debug for HostDiskPartitionSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostDiskPartitionSpec {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for HostDiskPartitionSpec {
-    fn clone(&self) -> Self {
-        Self {
-            partition_format: self.partition_format.clone(),
-            chs: self.chs.clone(),
-            total_sectors: self.total_sectors,
-            partition: x::clone_vec(&self.partition),
-            sector_size: self.sector_size,
-        }
-    }
-}
-impl x::Fields for HostDiskPartitionSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "partitionFormat" => r.read_opt(&mut self.partition_format),
-            "chs" => r.read_opt(&mut self.chs),
-            "totalSectors" => r.read_opt(&mut self.total_sectors),
-            "partition" => r.read_push(&mut self.partition),
-            "sectorSize" => r.read_opt(&mut self.sector_size),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("partitionFormat", &self.partition_format);
-        w.write_opt("chs", &self.chs);
-        w.write_opt("totalSectors", &self.total_sectors);
-        w.write_vec("partition", &self.partition);
-        if w
-            .since(
-                0x0900_0000,
-                "HostDiskPartitionSpec.sectorSize",
-                self.sector_size.is_some(),
-            )
-        {
-            w.write_opt("sectorSize", &self.sector_size);
-        }
-    }
-}
-/// `HostDnsConfig` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostDnsConfig`], which also carries its subtypes.
-#[derive(Default)]
-pub struct HostDnsConfig {
-    /// `dhcp`.
-    pub dhcp: bool,
-    /// `virtualNicDevice`.
-    pub virtual_nic_device: Option<String>,
-    /// `ipv6VirtualNicDevice`.
-    pub ipv6_virtual_nic_device: Option<String>,
-    /// `hostName`.
-    pub host_name: String,
-    /// `domainName`.
-    pub domain_name: String,
-    /// `address`.
-    pub address: Vec<String>,
-    /// `searchDomain`.
-    pub search_domain: Vec<String>,
-}
-impl x::SchemaType for HostDnsConfig {
-    const TYPE_NAME: &'static str = "HostDnsConfig";
-}
-impl x::Structure for HostDnsConfig {}
-impl std::fmt::Debug for HostDnsConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostDnsConfig {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for HostDnsConfig {
-    fn clone(&self) -> Self {
-        Self {
-            dhcp: self.dhcp,
-            virtual_nic_device: self.virtual_nic_device.clone(),
-            ipv6_virtual_nic_device: self.ipv6_virtual_nic_device.clone(),
-            host_name: self.host_name.clone(),
-            domain_name: self.domain_name.clone(),
-            address: x::clone_vec(&self.address),
-            search_domain: x::clone_vec(&self.search_domain),
-        }
-    }
-}
-impl x::Fields for HostDnsConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dhcp" => r.read(&mut self.dhcp),
-            "virtualNicDevice" => r.read_opt(&mut self.virtual_nic_device),
-            "ipv6VirtualNicDevice" => r.read_opt(&mut self.ipv6_virtual_nic_device),
-            "hostName" => r.read(&mut self.host_name),
-            "domainName" => r.read(&mut self.domain_name),
-            "address" => r.read_push(&mut self.address),
-            "searchDomain" => r.read_push(&mut self.search_domain),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("dhcp", &self.dhcp);
-        w.write_opt("virtualNicDevice", &self.virtual_nic_device);
-        w.write_opt("ipv6VirtualNicDevice", &self.ipv6_virtual_nic_device);
-        w.write("hostName", &self.host_name);
-        w.write("domainName", &self.domain_name);
-        w.write_vec("address", &self.address);
-        w.write_vec("searchDomain", &self.search_domain);
-    }
-}
-/// `HostDnsConfigSpec` (extends `HostDnsConfig`).
-///
-/// The fields of `HostDnsConfig` are in `host_dns_config`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct HostDnsConfigSpec {
-    /// The fields `HostDnsConfigSpec` inherits from `HostDnsConfig`.
-    pub host_dns_config: HostDnsConfig,
-    /// `virtualNicConnection`.
-    pub virtual_nic_connection: Option<HostVirtualNicConnection>,
-    /// `virtualNicConnectionV6`.
-    pub virtual_nic_connection_v6: Option<HostVirtualNicConnection>,
-}
-impl x::SchemaType for HostDnsConfigSpec {
-    const TYPE_NAME: &'static str = "HostDnsConfigSpec";
-}
-impl x::Structure for HostDnsConfigSpec {}
-impl std::fmt::Debug for HostDnsConfigSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostDnsConfigSpec {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for HostDnsConfigSpec {
-    type Target = HostDnsConfig;
-    #[inline]
-    fn deref(&self) -> &HostDnsConfig {
-        &self.host_dns_config
-    }
-}
-impl std::ops::DerefMut for HostDnsConfigSpec {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostDnsConfig {
-        &mut self.host_dns_config
-    }
-}
-impl x::Fields for HostDnsConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "virtualNicConnection" => r.read_opt(&mut self.virtual_nic_connection),
-            "virtualNicConnectionV6" => r.read_opt(&mut self.virtual_nic_connection_v6),
-            _ => return x::Fields::decode_field(&mut self.host_dns_config, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_dns_config, w);
-        w.write_opt("virtualNicConnection", &self.virtual_nic_connection);
-        w.write_opt("virtualNicConnectionV6", &self.virtual_nic_connection_v6);
-    }
-}
-/// `HostDvxClass` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.0.1.
-#[derive(Clone, Default)]
-pub struct HostDvxClass {
-    /// `deviceClass`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_class: String,
-    /// `checkpointSupported`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub checkpoint_supported: bool,
-    /// `swDMATracingSupported`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub sw_dma_tracing_supported: bool,
-    /// `sriovNic`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub sriov_nic: bool,
-}
-impl x::SchemaType for HostDvxClass {
-    const TYPE_NAME: &'static str = "HostDvxClass";
-}
-impl x::Structure for HostDvxClass {}
-impl std::fmt::Debug for HostDvxClass {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostDvxClass {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostDvxClass {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceClass" => r.read(&mut self.device_class),
-            "checkpointSupported" => r.read(&mut self.checkpoint_supported),
-            "swDMATracingSupported" => r.read(&mut self.sw_dma_tracing_supported),
-            "sriovNic" => r.read(&mut self.sriov_nic),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type HostDvxClass", true);
-        w.write("deviceClass", &self.device_class);
-        w.write("checkpointSupported", &self.checkpoint_supported);
-        w.write("swDMATracingSupported", &self.sw_dma_tracing_supported);
-        w.write("sriovNic", &self.sriov_nic);
-    }
-}
-impl x::ArrayItem for HostDvxClass {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDvxClass";
-    const ITEM_TAG: &'static str = "HostDvxClass";
-}
-#[cfg(feature = "all-events")]
-/// `HostEnableAdminFailedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Default)]
-pub struct HostEnableAdminFailedEvent {
-    /// The fields `HostEnableAdminFailedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `permissions`.
-    pub permissions: Vec<Permission>,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostEnableAdminFailedEvent {
-    const TYPE_NAME: &'static str = "HostEnableAdminFailedEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostEnableAdminFailedEvent {}
-#[cfg(feature = "all-events")]
-impl std::fmt::Debug for HostEnableAdminFailedEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-events")]
-impl PartialEq for HostEnableAdminFailedEvent {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-events")]
-impl Clone for HostEnableAdminFailedEvent {
-    fn clone(&self) -> Self {
-        Self {
-            host_event: self.host_event.clone(),
-            permissions: x::clone_vec(&self.permissions),
-        }
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostEnableAdminFailedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostEnableAdminFailedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostEnableAdminFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "permissions" => r.read_push(&mut self.permissions),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write_vec("permissions", &self.permissions);
-    }
-}
-/// `HostEnterMaintenanceResult` (extends `DynamicData`).
-#[derive(Default)]
-pub struct HostEnterMaintenanceResult {
-    /// `vmFaults`.
-    pub vm_faults: Vec<FaultsByVM>,
-    /// `hostFaults`.
-    pub host_faults: Vec<FaultsByHost>,
-}
-impl x::SchemaType for HostEnterMaintenanceResult {
-    const TYPE_NAME: &'static str = "HostEnterMaintenanceResult";
-}
-impl x::Structure for HostEnterMaintenanceResult {}
-impl std::fmt::Debug for HostEnterMaintenanceResult {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostEnterMaintenanceResult {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for HostEnterMaintenanceResult {
-    fn clone(&self) -> Self {
-        Self {
-            vm_faults: x::clone_vec(&self.vm_faults),
-            host_faults: x::clone_vec(&self.host_faults),
-        }
-    }
-}
-impl x::Fields for HostEnterMaintenanceResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vmFaults" => r.read_push(&mut self.vm_faults),
-            "hostFaults" => r.read_push(&mut self.host_faults),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("vmFaults", &self.vm_faults);
-        w.write_vec("hostFaults", &self.host_faults);
-    }
-}
-/// `HostEsxAgentHostManagerConfigInfo` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostEsxAgentHostManagerConfigInfo {
-    /// `agentVmDatastore`.
-    pub agent_vm_datastore: Option<x::ManagedObjectReference>,
-    /// `agentVmNetwork`.
-    pub agent_vm_network: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for HostEsxAgentHostManagerConfigInfo {
-    const TYPE_NAME: &'static str = "HostEsxAgentHostManagerConfigInfo";
-}
-impl x::Structure for HostEsxAgentHostManagerConfigInfo {}
-impl std::fmt::Debug for HostEsxAgentHostManagerConfigInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostEsxAgentHostManagerConfigInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostEsxAgentHostManagerConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "agentVmDatastore" => r.read_opt(&mut self.agent_vm_datastore),
-            "agentVmNetwork" => r.read_opt(&mut self.agent_vm_network),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("agentVmDatastore", &self.agent_vm_datastore);
-        w.write_opt("agentVmNetwork", &self.agent_vm_network);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `HostEvent` (extends `Event`).
-///
-/// The fields of `Event` are in `event`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct HostEvent {
-    /// The fields `HostEvent` inherits from `Event`.
-    pub event: Event,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostEvent {
-    const TYPE_NAME: &'static str = "HostEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostEvent {}
-#[cfg(feature = "all-events")]
-impl std::fmt::Debug for HostEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-events")]
-impl PartialEq for HostEvent {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostEvent {
-    type Target = Event;
-    #[inline]
-    fn deref(&self) -> &Event {
-        &self.event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut Event {
-        &mut self.event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.event, w);
-    }
-}
-/// `HostEventArgument` (extends `EntityEventArgument`).
-///
-/// The fields of `EntityEventArgument` are in `entity_event_argument`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct HostEventArgument {
-    /// The fields `HostEventArgument` inherits from `EntityEventArgument`.
-    pub entity_event_argument: EntityEventArgument,
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-}
-impl x::SchemaType for HostEventArgument {
-    const TYPE_NAME: &'static str = "HostEventArgument";
-}
-impl x::Structure for HostEventArgument {}
-impl std::fmt::Debug for HostEventArgument {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostEventArgument {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for HostEventArgument {
-    type Target = EntityEventArgument;
-    #[inline]
-    fn deref(&self) -> &EntityEventArgument {
-        &self.entity_event_argument
-    }
-}
-impl std::ops::DerefMut for HostEventArgument {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut EntityEventArgument {
-        &mut self.entity_event_argument
-    }
-}
-impl x::Fields for HostEventArgument {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read(&mut self.host),
-            _ => return x::Fields::decode_field(&mut self.entity_event_argument, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.entity_event_argument, w);
-        w.write("host", &self.host);
-    }
-}
-impl x::ArrayItem for HostEventArgument {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostEventArgument";
-    const ITEM_TAG: &'static str = "HostEventArgument";
-}
-#[cfg(feature = "all-events")]
-/// `HostExtraNetworksEvent` (extends `HostDasEvent`).
-///
-/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct HostExtraNetworksEvent {
-    /// The fields `HostExtraNetworksEvent` inherits from `HostDasEvent`.
-    pub host_das_event: HostDasEvent,
-    /// `ips`.
-    pub ips: Option<String>,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostExtraNetworksEvent {
-    const TYPE_NAME: &'static str = "HostExtraNetworksEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostExtraNetworksEvent {}
-#[cfg(feature = "all-events")]
-impl std::fmt::Debug for HostExtraNetworksEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-events")]
-impl PartialEq for HostExtraNetworksEvent {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostExtraNetworksEvent {
-    type Target = HostDasEvent;
-    #[inline]
-    fn deref(&self) -> &HostDasEvent {
-        &self.host_das_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostExtraNetworksEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostDasEvent {
-        &mut self.host_das_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostExtraNetworksEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ips" => r.read_opt(&mut self.ips),
-            _ => return x::Fields::decode_field(&mut self.host_das_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_das_event, w);
-        w.write_opt("ips", &self.ips);
-    }
-}
-/// `HostFaultToleranceManagerComponentHealthInfo` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostFaultToleranceManagerComponentHealthInfo {
-    /// `isStorageHealthy`.
-    pub is_storage_healthy: bool,
-    /// `isNetworkHealthy`.
-    pub is_network_healthy: bool,
-}
-impl x::SchemaType for HostFaultToleranceManagerComponentHealthInfo {
-    const TYPE_NAME: &'static str = "HostFaultToleranceManagerComponentHealthInfo";
-}
-impl x::Structure for HostFaultToleranceManagerComponentHealthInfo {}
-impl std::fmt::Debug for HostFaultToleranceManagerComponentHealthInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostFaultToleranceManagerComponentHealthInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostFaultToleranceManagerComponentHealthInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "isStorageHealthy" => r.read(&mut self.is_storage_healthy),
-            "isNetworkHealthy" => r.read(&mut self.is_network_healthy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("isStorageHealthy", &self.is_storage_healthy);
-        w.write("isNetworkHealthy", &self.is_network_healthy);
-    }
-}
-/// `HostFeatureCapability` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostFeatureCapability {
-    /// `key`.
-    pub key: String,
-    /// `featureName`.
-    pub feature_name: String,
-    /// `value`.
-    pub value: String,
-}
-impl x::SchemaType for HostFeatureCapability {
-    const TYPE_NAME: &'static str = "HostFeatureCapability";
-}
-impl x::Structure for HostFeatureCapability {}
-impl std::fmt::Debug for HostFeatureCapability {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostFeatureCapability {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostFeatureCapability {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "featureName" => r.read(&mut self.feature_name),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("featureName", &self.feature_name);
-        w.write("value", &self.value);
-    }
-}
-impl x::ArrayItem for HostFeatureCapability {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFeatureCapability";
-    const ITEM_TAG: &'static str = "HostFeatureCapability";
-}
-/// `HostFeatureMask` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostFeatureMask {
-    /// `key`.
-    pub key: String,
-    /// `featureName`.
-    pub feature_name: String,
-    /// `value`.
-    pub value: String,
-}
-impl x::SchemaType for HostFeatureMask {
-    const TYPE_NAME: &'static str = "HostFeatureMask";
-}
-impl x::Structure for HostFeatureMask {}
-impl std::fmt::Debug for HostFeatureMask {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostFeatureMask {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostFeatureMask {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "featureName" => r.read(&mut self.feature_name),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("featureName", &self.feature_name);
-        w.write("value", &self.value);
-    }
-}
-impl x::ArrayItem for HostFeatureMask {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFeatureMask";
-    const ITEM_TAG: &'static str = "HostFeatureMask";
-}
-/// `HostFeatureVersionInfo` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostFeatureVersionInfo {
-    /// `key`.
-    pub key: String,
-    /// `value`.
-    pub value: String,
-}
-impl x::SchemaType for HostFeatureVersionInfo {
-    const TYPE_NAME: &'static str = "HostFeatureVersionInfo";
-}
-impl x::Structure for HostFeatureVersionInfo {}
-impl std::fmt::Debug for HostFeatureVersionInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostFeatureVersionInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostFeatureVersionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("value", &self.value);
-    }
-}
-impl x::ArrayItem for HostFeatureVersionInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFeatureVersionInfo";
-    const ITEM_TAG: &'static str = "HostFeatureVersionInfo";
-}
-/// `HostFibreChannelHba` (extends `HostHostBusAdapter`).
-///
-/// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct HostFibreChannelHba {
-    /// The fields `HostFibreChannelHba` inherits from `HostHostBusAdapter`.
-    pub host_host_bus_adapter: HostHostBusAdapter,
-    /// `portWorldWideName`.
-    pub port_world_wide_name: i64,
-    /// `nodeWorldWideName`.
-    pub node_world_wide_name: i64,
-    /// `portType`.
-    pub port_type: FibreChannelPortType,
-    /// `speed`.
-    pub speed: i64,
-}
-impl x::SchemaType for HostFibreChannelHba {
-    const TYPE_NAME: &'static str = "HostFibreChannelHba";
-}
-impl x::Structure for HostFibreChannelHba {}
-impl std::fmt::Debug for HostFibreChannelHba {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostFibreChannelHba {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for HostFibreChannelHba {
-    type Target = HostHostBusAdapter;
-    #[inline]
-    fn deref(&self) -> &HostHostBusAdapter {
-        &self.host_host_bus_adapter
-    }
-}
-impl std::ops::DerefMut for HostFibreChannelHba {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
-        &mut self.host_host_bus_adapter
-    }
-}
-impl x::Fields for HostFibreChannelHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
-            "portType" => r.read(&mut self.port_type),
-            "speed" => r.read(&mut self.speed),
-            _ => return x::Fields::decode_field(&mut self.host_host_bus_adapter, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_host_bus_adapter, w);
-        w.write("portWorldWideName", &self.port_world_wide_name);
-        w.write("nodeWorldWideName", &self.node_world_wide_name);
-        w.write("portType", &self.port_type);
-        w.write("speed", &self.speed);
-    }
-}
-/// `HostFibreChannelOverEthernetHba` (extends `HostFibreChannelHba`).
-///
-/// The fields of `HostFibreChannelHba` are in `host_fibre_channel_hba`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct HostFibreChannelOverEthernetHba {
-    /// The fields `HostFibreChannelOverEthernetHba` inherits from `HostFibreChannelHba`.
-    pub host_fibre_channel_hba: HostFibreChannelHba,
-    /// `underlyingNic`.
-    pub underlying_nic: String,
-    /// `linkInfo`.
-    pub link_info: HostFibreChannelOverEthernetHbaLinkInfo,
-    /// `isSoftwareFcoe`.
-    pub is_software_fcoe: bool,
-    /// `markedForRemoval`.
-    pub marked_for_removal: bool,
-}
-impl x::SchemaType for HostFibreChannelOverEthernetHba {
-    const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetHba";
-}
-impl x::Structure for HostFibreChannelOverEthernetHba {}
-impl std::fmt::Debug for HostFibreChannelOverEthernetHba {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostFibreChannelOverEthernetHba {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for HostFibreChannelOverEthernetHba {
-    type Target = HostFibreChannelHba;
-    #[inline]
-    fn deref(&self) -> &HostFibreChannelHba {
-        &self.host_fibre_channel_hba
-    }
-}
-impl std::ops::DerefMut for HostFibreChannelOverEthernetHba {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostFibreChannelHba {
-        &mut self.host_fibre_channel_hba
-    }
-}
-impl x::Fields for HostFibreChannelOverEthernetHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "underlyingNic" => r.read(&mut self.underlying_nic),
-            "linkInfo" => r.read(&mut self.link_info),
-            "isSoftwareFcoe" => r.read(&mut self.is_software_fcoe),
-            "markedForRemoval" => r.read(&mut self.marked_for_removal),
-            _ => {
-                return x::Fields::decode_field(&mut self.host_fibre_channel_hba, r, name);
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_fibre_channel_hba, w);
-        w.write("underlyingNic", &self.underlying_nic);
-        w.write("linkInfo", &self.link_info);
-        w.write("isSoftwareFcoe", &self.is_software_fcoe);
-        w.write("markedForRemoval", &self.marked_for_removal);
-    }
-}
-/// `HostFibreChannelOverEthernetHbaLinkInfo` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostFibreChannelOverEthernetHbaLinkInfo {
-    /// `vnportMac`.
-    pub vnport_mac: String,
-    /// `fcfMac`.
-    pub fcf_mac: String,
-    /// `vlanId`.
-    pub vlan_id: i32,
-}
-impl x::SchemaType for HostFibreChannelOverEthernetHbaLinkInfo {
-    const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetHbaLinkInfo";
-}
-impl x::Structure for HostFibreChannelOverEthernetHbaLinkInfo {}
-impl std::fmt::Debug for HostFibreChannelOverEthernetHbaLinkInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostFibreChannelOverEthernetHbaLinkInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostFibreChannelOverEthernetHbaLinkInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vnportMac" => r.read(&mut self.vnport_mac),
-            "fcfMac" => r.read(&mut self.fcf_mac),
-            "vlanId" => r.read(&mut self.vlan_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vnportMac", &self.vnport_mac);
-        w.write("fcfMac", &self.fcf_mac);
-        w.write("vlanId", &self.vlan_id);
-    }
-}
-/// `HostFibreChannelOverEthernetTargetTransport` (extends `HostFibreChannelTargetTransport`).
-///
-/// The fields of `HostFibreChannelTargetTransport` are in `host_fibre_channel_target_transport`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct HostFibreChannelOverEthernetTargetTransport {
-    /// The fields `HostFibreChannelOverEthernetTargetTransport` inherits from `HostFibreChannelTargetTransport`.
-    pub host_fibre_channel_target_transport: HostFibreChannelTargetTransport,
-    /// `vnportMac`.
-    pub vnport_mac: String,
-    /// `fcfMac`.
-    pub fcf_mac: String,
-    /// `vlanId`.
-    pub vlan_id: i32,
-}
-impl x::SchemaType for HostFibreChannelOverEthernetTargetTransport {
-    const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetTargetTransport";
-}
-impl x::Structure for HostFibreChannelOverEthernetTargetTransport {}
-impl std::fmt::Debug for HostFibreChannelOverEthernetTargetTransport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostFibreChannelOverEthernetTargetTransport {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for HostFibreChannelOverEthernetTargetTransport {
-    type Target = HostFibreChannelTargetTransport;
-    #[inline]
-    fn deref(&self) -> &HostFibreChannelTargetTransport {
-        &self.host_fibre_channel_target_transport
-    }
-}
-impl std::ops::DerefMut for HostFibreChannelOverEthernetTargetTransport {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostFibreChannelTargetTransport {
-        &mut self.host_fibre_channel_target_transport
-    }
-}
-impl x::Fields for HostFibreChannelOverEthernetTargetTransport {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vnportMac" => r.read(&mut self.vnport_mac),
-            "fcfMac" => r.read(&mut self.fcf_mac),
-            "vlanId" => r.read(&mut self.vlan_id),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_fibre_channel_target_transport,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_fibre_channel_target_transport, w);
-        w.write("vnportMac", &self.vnport_mac);
-        w.write("fcfMac", &self.fcf_mac);
-        w.write("vlanId", &self.vlan_id);
-    }
-}
-/// `HostFibreChannelTargetTransport` (extends `HostTargetTransport`).
-#[derive(Clone, Default)]
-pub struct HostFibreChannelTargetTransport {
-    /// `portWorldWideName`.
-    pub port_world_wide_name: i64,
-    /// `nodeWorldWideName`.
-    pub node_world_wide_name: i64,
-}
-impl x::SchemaType for HostFibreChannelTargetTransport {
-    const TYPE_NAME: &'static str = "HostFibreChannelTargetTransport";
-}
-impl x::Structure for HostFibreChannelTargetTransport {}
-impl std::fmt::Debug for HostFibreChannelTargetTransport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostFibreChannelTargetTransport {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostFibreChannelTargetTransport {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("portWorldWideName", &self.port_world_wide_name);
-        w.write("nodeWorldWideName", &self.node_world_wide_name);
-    }
-}
-/// `HostFileAccess` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostFileAccess {
-    /// `who`.
-    pub who: String,
-    /// `what`.
-    pub what: String,
-}
-impl x::SchemaType for HostFileAccess {
-    const TYPE_NAME: &'static str = "HostFileAccess";
-}
-impl x::Structure for HostFileAccess {}
-impl std::fmt::Debug for HostFileAccess {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostFileAccess {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostFileAccess {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "who" => r.read(&mut self.who),
-            "what" => r.read(&mut self.what),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("who", &self.who);
-        w.write("what", &self.what);
-    }
-}
-/// `HostFileSystemMountInfo` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostFileSystemMountInfo {
-    /// `mountInfo`.
-    pub mount_info: HostMountInfo,
-    /// `volume`.
-    pub volume: AnyHostFileSystemVolume,
-    /// `vStorageSupport`.
-    pub vstorage_support: Option<String>,
-}
-impl x::SchemaType for HostFileSystemMountInfo {
-    const TYPE_NAME: &'static str = "HostFileSystemMountInfo";
-}
-impl x::Structure for HostFileSystemMountInfo {}
-impl std::fmt::Debug for HostFileSystemMountInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostFileSystemMountInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostFileSystemMountInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "mountInfo" => r.read(&mut self.mount_info),
-            "volume" => r.read(&mut self.volume),
-            "vStorageSupport" => r.read_opt(&mut self.vstorage_support),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("mountInfo", &self.mount_info);
-        w.write("volume", &self.volume);
-        w.write_opt("vStorageSupport", &self.vstorage_support);
-    }
-}
-impl x::ArrayItem for HostFileSystemMountInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFileSystemMountInfo";
-    const ITEM_TAG: &'static str = "HostFileSystemMountInfo";
-}
-/// `HostFileSystemVolume` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostFileSystemVolume`], which also carries its subtypes.
-#[derive(Clone, Default)]
-pub struct HostFileSystemVolume {
-    /// `type`.
-    pub type_: String,
-    /// `name`.
-    pub name: String,
-    /// `capacity`.
-    pub capacity: i64,
-}
-impl x::SchemaType for HostFileSystemVolume {
-    const TYPE_NAME: &'static str = "HostFileSystemVolume";
-}
-impl x::Structure for HostFileSystemVolume {}
-impl std::fmt::Debug for HostFileSystemVolume {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostFileSystemVolume {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostFileSystemVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "name" => r.read(&mut self.name),
-            "capacity" => r.read(&mut self.capacity),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("name", &self.name);
-        w.write("capacity", &self.capacity);
-    }
-}
-/// `HostFileSystemVolumeInfo` (extends `DynamicData`).
-#[derive(Default)]
-pub struct HostFileSystemVolumeInfo {
-    /// `volumeTypeList`.
-    pub volume_type_list: Vec<String>,
-    /// `mountInfo`.
-    pub mount_info: Vec<HostFileSystemMountInfo>,
-}
-impl x::SchemaType for HostFileSystemVolumeInfo {
-    const TYPE_NAME: &'static str = "HostFileSystemVolumeInfo";
-}
-impl x::Structure for HostFileSystemVolumeInfo {}
-impl std::fmt::Debug for HostFileSystemVolumeInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostFileSystemVolumeInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for HostFileSystemVolumeInfo {
-    fn clone(&self) -> Self {
-        Self {
-            volume_type_list: x::clone_vec(&self.volume_type_list),
-            mount_info: x::clone_vec(&self.mount_info),
-        }
-    }
-}
-impl x::Fields for HostFileSystemVolumeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "volumeTypeList" => r.read_push(&mut self.volume_type_list),
-            "mountInfo" => r.read_push(&mut self.mount_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("volumeTypeList", &self.volume_type_list);
-        w.write_vec("mountInfo", &self.mount_info);
-    }
-}
-/// `HostFirewallConfig` (extends `DynamicData`).
-#[derive(Default)]
-pub struct HostFirewallConfig {
-    /// `rule`.
-    pub rule: Vec<HostFirewallConfigRuleSetConfig>,
-    /// `defaultBlockingPolicy`.
-    pub default_blocking_policy: HostFirewallDefaultPolicy,
-}
-impl x::SchemaType for HostFirewallConfig {
-    const TYPE_NAME: &'static str = "HostFirewallConfig";
-}
-impl x::Structure for HostFirewallConfig {}
-impl std::fmt::Debug for HostFirewallConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostFirewallConfig {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for HostFirewallConfig {
-    fn clone(&self) -> Self {
-        Self {
-            rule: x::clone_vec(&self.rule),
-            default_blocking_policy: self.default_blocking_policy.clone(),
-        }
-    }
-}
-impl x::Fields for HostFirewallConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "rule" => r.read_push(&mut self.rule),
-            "defaultBlockingPolicy" => r.read(&mut self.default_blocking_policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("rule", &self.rule);
-        w.write("defaultBlockingPolicy", &self.default_blocking_policy);
-    }
-}
-/// `HostFirewallConfigRuleSetConfig` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostFirewallConfigRuleSetConfig {
-    /// `rulesetId`.
-    pub ruleset_id: String,
-    /// `enabled`.
-    pub enabled: bool,
-    /// `allowedHosts`.
-    pub allowed_hosts: Option<HostFirewallRulesetIpList>,
-}
-impl x::SchemaType for HostFirewallConfigRuleSetConfig {
-    const TYPE_NAME: &'static str = "HostFirewallConfigRuleSetConfig";
-}
-impl x::Structure for HostFirewallConfigRuleSetConfig {}
-impl std::fmt::Debug for HostFirewallConfigRuleSetConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostFirewallConfigRuleSetConfig {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostFirewallConfigRuleSetConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "rulesetId" => r.read(&mut self.ruleset_id),
-            "enabled" => r.read(&mut self.enabled),
-            "allowedHosts" => r.read_opt(&mut self.allowed_hosts),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("rulesetId", &self.ruleset_id);
-        w.write("enabled", &self.enabled);
-        w.write_opt("allowedHosts", &self.allowed_hosts);
-    }
-}
-impl x::ArrayItem for HostFirewallConfigRuleSetConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallConfigRuleSetConfig";
-    const ITEM_TAG: &'static str = "HostFirewallConfigRuleSetConfig";
-}
-/// `HostFirewallDefaultPolicy` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostFirewallDefaultPolicy {
-    /// `incomingBlocked`.
-    pub incoming_blocked: Option<bool>,
-    /// `outgoingBlocked`.
-    pub outgoing_blocked: Option<bool>,
-}
-impl x::SchemaType for HostFirewallDefaultPolicy {
-    const TYPE_NAME: &'static str = "HostFirewallDefaultPolicy";
-}
-impl x::Structure for HostFirewallDefaultPolicy {}
-impl std::fmt::Debug for HostFirewallDefaultPolicy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostFirewallDefaultPolicy {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostFirewallDefaultPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "incomingBlocked" => r.read_opt(&mut self.incoming_blocked),
-            "outgoingBlocked" => r.read_opt(&mut self.outgoing_blocked),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("incomingBlocked", &self.incoming_blocked);
-        w.write_opt("outgoingBlocked", &self.outgoing_blocked);
-    }
-}
-/// `HostFirewallInfo` (extends `DynamicData`).
-#[derive(Default)]
-pub struct HostFirewallInfo {
-    /// `defaultPolicy`.
-    pub default_policy: HostFirewallDefaultPolicy,
-    /// `ruleset`.
-    pub ruleset: Vec<HostFirewallRuleset>,
-}
-impl x::SchemaType for HostFirewallInfo {
-    const TYPE_NAME: &'static str = "HostFirewallInfo";
-}
-impl x::Structure for HostFirewallInfo {}
-impl std::fmt::Debug for HostFirewallInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostFirewallInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for HostFirewallInfo {
-    fn clone(&self) -> Self {
-        Self {
-            default_policy: self.default_policy.clone(),
-            ruleset: x::clone_vec(&self.ruleset),
-        }
-    }
-}
-impl x::Fields for HostFirewallInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "defaultPolicy" => r.read(&mut self.default_policy),
-            "ruleset" => r.read_push(&mut self.ruleset),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("defaultPolicy", &self.default_policy);
-        w.write_vec("ruleset", &self.ruleset);
-    }
-}
-/// `HostFirewallRule` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostFirewallRule {
-    /// `port`.
-    pub port: i32,
-    /// `endPort`.
-    pub end_port: Option<i32>,
-    /// `direction`.
-    pub direction: HostFirewallRuleDirection,
-    /// `portType`.
-    pub port_type: Option<HostFirewallRulePortType>,
-    /// `protocol`.
-    pub protocol: String,
-}
-impl x::SchemaType for HostFirewallRule {
-    const TYPE_NAME: &'static str = "HostFirewallRule";
-}
-impl x::Structure for HostFirewallRule {}
-impl std::fmt::Debug for HostFirewallRule {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostFirewallRule {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostFirewallRule {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "port" => r.read(&mut self.port),
-            "endPort" => r.read_opt(&mut self.end_port),
-            "direction" => r.read(&mut self.direction),
-            "portType" => r.read_opt(&mut self.port_type),
-            "protocol" => r.read(&mut self.protocol),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("port", &self.port);
-        w.write_opt("endPort", &self.end_port);
-        w.write("direction", &self.direction);
-        w.write_opt("portType", &self.port_type);
-        w.write("protocol", &self.protocol);
-    }
-}
-impl x::ArrayItem for HostFirewallRule {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallRule";
-    const ITEM_TAG: &'static str = "HostFirewallRule";
-}
-/// `HostFirewallRuleset` (extends `DynamicData`).
-#[derive(Default)]
-pub struct HostFirewallRuleset {
-    /// `key`.
-    pub key: String,
-    /// `label`.
-    pub label: String,
-    /// `required`.
-    pub required: bool,
-    /// `rule`.
-    pub rule: Vec<HostFirewallRule>,
-    /// `service`.
-    pub service: Option<String>,
-    /// `enabled`.
-    pub enabled: bool,
-    /// `allowedHosts`.
-    pub allowed_hosts: Option<HostFirewallRulesetIpList>,
-    /// `userControllable`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub user_controllable: Option<bool>,
-    /// `ipListUserConfigurable`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub ip_list_user_configurable: Option<bool>,
-}
-impl x::SchemaType for HostFirewallRuleset {
-    const TYPE_NAME: &'static str = "HostFirewallRuleset";
-}
-impl x::Structure for HostFirewallRuleset {}
-impl std::fmt::Debug for HostFirewallRuleset {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostFirewallRuleset {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for HostFirewallRuleset {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            label: self.label.clone(),
-            required: self.required,
-            rule: x::clone_vec(&self.rule),
-            service: self.service.clone(),
-            enabled: self.enabled,
-            allowed_hosts: self.allowed_hosts.clone(),
-            user_controllable: self.user_controllable,
-            ip_list_user_configurable: self.ip_list_user_configurable,
-        }
-    }
-}
-impl x::Fields for HostFirewallRuleset {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "label" => r.read(&mut self.label),
-            "required" => r.read(&mut self.required),
-            "rule" => r.read_push(&mut self.rule),
-            "service" => r.read_opt(&mut self.service),
-            "enabled" => r.read(&mut self.enabled),
-            "allowedHosts" => r.read_opt(&mut self.allowed_hosts),
-            "userControllable" => r.read_opt(&mut self.user_controllable),
-            "ipListUserConfigurable" => r.read_opt(&mut self.ip_list_user_configurable),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("label", &self.label);
-        w.write("required", &self.required);
-        w.write_vec("rule", &self.rule);
-        w.write_opt("service", &self.service);
-        w.write("enabled", &self.enabled);
-        w.write_opt("allowedHosts", &self.allowed_hosts);
-        if w
-            .since(
-                0x0800_0200,
-                "HostFirewallRuleset.userControllable",
-                self.user_controllable.is_some(),
-            )
-        {
-            w.write_opt("userControllable", &self.user_controllable);
-        }
-        if w
-            .since(
-                0x0800_0200,
-                "HostFirewallRuleset.ipListUserConfigurable",
-                self.ip_list_user_configurable.is_some(),
-            )
-        {
-            w.write_opt("ipListUserConfigurable", &self.ip_list_user_configurable);
-        }
-    }
-}
-impl x::ArrayItem for HostFirewallRuleset {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallRuleset";
-    const ITEM_TAG: &'static str = "HostFirewallRuleset";
-}
-/// `HostFirewallRulesetIpList` (extends `DynamicData`).
-#[derive(Default)]
-pub struct HostFirewallRulesetIpList {
-    /// `ipAddress`.
-    pub ip_address: Vec<String>,
-    /// `ipNetwork`.
-    pub ip_network: Vec<HostFirewallRulesetIpNetwork>,
-    /// `allIp`.
-    pub all_ip: bool,
-}
-impl x::SchemaType for HostFirewallRulesetIpList {
-    const TYPE_NAME: &'static str = "HostFirewallRulesetIpList";
-}
-impl x::Structure for HostFirewallRulesetIpList {}
-impl std::fmt::Debug for HostFirewallRulesetIpList {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostFirewallRulesetIpList {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for HostFirewallRulesetIpList {
-    fn clone(&self) -> Self {
-        Self {
-            ip_address: x::clone_vec(&self.ip_address),
-            ip_network: x::clone_vec(&self.ip_network),
-            all_ip: self.all_ip,
-        }
-    }
-}
-impl x::Fields for HostFirewallRulesetIpList {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipAddress" => r.read_push(&mut self.ip_address),
-            "ipNetwork" => r.read_push(&mut self.ip_network),
-            "allIp" => r.read(&mut self.all_ip),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("ipAddress", &self.ip_address);
-        w.write_vec("ipNetwork", &self.ip_network);
-        w.write("allIp", &self.all_ip);
-    }
-}
-/// `HostFirewallRulesetIpNetwork` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostFirewallRulesetIpNetwork {
-    /// `network`.
-    pub network: String,
-    /// `prefixLength`.
-    pub prefix_length: i32,
-}
-impl x::SchemaType for HostFirewallRulesetIpNetwork {
-    const TYPE_NAME: &'static str = "HostFirewallRulesetIpNetwork";
-}
-impl x::Structure for HostFirewallRulesetIpNetwork {}
-impl std::fmt::Debug for HostFirewallRulesetIpNetwork {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostFirewallRulesetIpNetwork {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostFirewallRulesetIpNetwork {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "network" => r.read(&mut self.network),
-            "prefixLength" => r.read(&mut self.prefix_length),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("network", &self.network);
-        w.write("prefixLength", &self.prefix_length);
-    }
-}
-impl x::ArrayItem for HostFirewallRulesetIpNetwork {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallRulesetIpNetwork";
-    const ITEM_TAG: &'static str = "HostFirewallRulesetIpNetwork";
-}
-/// `HostFirewallRulesetRulesetSpec` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostFirewallRulesetRulesetSpec {
-    /// `allowedHosts`.
-    pub allowed_hosts: HostFirewallRulesetIpList,
-}
-impl x::SchemaType for HostFirewallRulesetRulesetSpec {
-    const TYPE_NAME: &'static str = "HostFirewallRulesetRulesetSpec";
-}
-impl x::Structure for HostFirewallRulesetRulesetSpec {}
-impl std::fmt::Debug for HostFirewallRulesetRulesetSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostFirewallRulesetRulesetSpec {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostFirewallRulesetRulesetSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "allowedHosts" => r.read(&mut self.allowed_hosts),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("allowedHosts", &self.allowed_hosts);
     }
 }

@@ -5,335 +5,457 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `HostVirtualNicSpec` (extends `DynamicData`).
+/// `HostSystemRemediationState` (extends `DynamicData`).
 #[derive(Clone, Default)]
-pub struct HostVirtualNicSpec {
-    /// `ip`.
-    pub ip: Option<HostIpConfig>,
-    /// `mac`.
-    pub mac: Option<String>,
-    /// `distributedVirtualPort`.
-    pub distributed_virtual_port: Option<DistributedVirtualSwitchPortConnection>,
-    /// `portgroup`.
-    pub portgroup: Option<String>,
-    /// `mtu`.
-    pub mtu: Option<i32>,
-    /// `tsoEnabled`.
-    pub tso_enabled: Option<bool>,
-    /// `netStackInstanceKey`.
-    pub net_stack_instance_key: Option<String>,
-    /// `opaqueNetwork`.
-    pub opaque_network: Option<HostVirtualNicOpaqueNetworkSpec>,
-    /// `externalId`.
-    pub external_id: Option<String>,
-    /// `pinnedPnic`.
-    pub pinned_pnic: Option<String>,
-    /// `ipRouteSpec`.
-    pub ip_route_spec: Option<HostVirtualNicIpRouteSpec>,
-    /// `systemOwned`.
-    pub system_owned: Option<bool>,
-    /// `dpuId`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub dpu_id: Option<String>,
+pub struct HostSystemRemediationState {
+    /// `state`.
+    pub state: String,
+    /// `operationTime`.
+    pub operation_time: x::DateTime,
 }
-impl x::SchemaType for HostVirtualNicSpec {
-    const TYPE_NAME: &'static str = "HostVirtualNicSpec";
+impl x::SchemaType for HostSystemRemediationState {
+    const TYPE_NAME: &'static str = "HostSystemRemediationState";
 }
-impl x::Structure for HostVirtualNicSpec {}
-impl std::fmt::Debug for HostVirtualNicSpec {
+impl x::Structure for HostSystemRemediationState {}
+impl std::fmt::Debug for HostSystemRemediationState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostSystemRemediationState", x::fields_ref(self))
     }
 }
-impl PartialEq for HostVirtualNicSpec {
+impl PartialEq for HostSystemRemediationState {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for HostVirtualNicSpec {
+impl x::Fields for HostSystemRemediationState {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "ip" => r.read_opt(&mut self.ip),
-            "mac" => r.read_opt(&mut self.mac),
-            "distributedVirtualPort" => r.read_opt(&mut self.distributed_virtual_port),
-            "portgroup" => r.read_opt(&mut self.portgroup),
-            "mtu" => r.read_opt(&mut self.mtu),
-            "tsoEnabled" => r.read_opt(&mut self.tso_enabled),
-            "netStackInstanceKey" => r.read_opt(&mut self.net_stack_instance_key),
-            "opaqueNetwork" => r.read_opt(&mut self.opaque_network),
-            "externalId" => r.read_opt(&mut self.external_id),
-            "pinnedPnic" => r.read_opt(&mut self.pinned_pnic),
-            "ipRouteSpec" => r.read_opt(&mut self.ip_route_spec),
-            "systemOwned" => r.read_opt(&mut self.system_owned),
-            "dpuId" => r.read_opt(&mut self.dpu_id),
+            "state" => r.read(&mut self.state),
+            "operationTime" => r.read(&mut self.operation_time),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("ip", &self.ip);
-        w.write_opt("mac", &self.mac);
-        w.write_opt("distributedVirtualPort", &self.distributed_virtual_port);
-        w.write_opt("portgroup", &self.portgroup);
-        w.write_opt("mtu", &self.mtu);
-        w.write_opt("tsoEnabled", &self.tso_enabled);
-        w.write_opt("netStackInstanceKey", &self.net_stack_instance_key);
-        w.write_opt("opaqueNetwork", &self.opaque_network);
-        w.write_opt("externalId", &self.external_id);
-        w.write_opt("pinnedPnic", &self.pinned_pnic);
-        w.write_opt("ipRouteSpec", &self.ip_route_spec);
-        w.write_opt("systemOwned", &self.system_owned);
-        if w.since(0x0800_0001, "HostVirtualNicSpec.dpuId", self.dpu_id.is_some()) {
-            w.write_opt("dpuId", &self.dpu_id);
-        }
+        w.write("state", &self.state);
+        w.write("operationTime", &self.operation_time);
     }
 }
-/// `HostVirtualSwitch` (extends `DynamicData`).
+/// `HostSystemResourceInfo` (extends `DynamicData`).
 #[derive(Default)]
-pub struct HostVirtualSwitch {
-    /// `name`.
-    pub name: String,
+pub struct HostSystemResourceInfo {
     /// `key`.
     pub key: String,
-    /// `numPorts`.
-    pub num_ports: i32,
-    /// `numPortsAvailable`.
-    pub num_ports_available: i32,
-    /// `mtu`.
-    pub mtu: Option<i32>,
-    /// `portgroup`.
-    pub portgroup: Vec<String>,
-    /// `pnic`.
-    pub pnic: Vec<String>,
-    /// `spec`.
-    pub spec: HostVirtualSwitchSpec,
+    /// `config`.
+    pub config: Option<ResourceConfigSpec>,
+    /// `child`.
+    pub child: Vec<HostSystemResourceInfo>,
 }
-impl x::SchemaType for HostVirtualSwitch {
-    const TYPE_NAME: &'static str = "HostVirtualSwitch";
+impl x::SchemaType for HostSystemResourceInfo {
+    const TYPE_NAME: &'static str = "HostSystemResourceInfo";
 }
-impl x::Structure for HostVirtualSwitch {}
-impl std::fmt::Debug for HostVirtualSwitch {
+impl x::Structure for HostSystemResourceInfo {}
+impl std::fmt::Debug for HostSystemResourceInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostSystemResourceInfo", x::fields_ref(self))
     }
 }
-impl PartialEq for HostVirtualSwitch {
+impl PartialEq for HostSystemResourceInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl Clone for HostVirtualSwitch {
+impl Clone for HostSystemResourceInfo {
     fn clone(&self) -> Self {
         Self {
-            name: self.name.clone(),
             key: self.key.clone(),
-            num_ports: self.num_ports,
-            num_ports_available: self.num_ports_available,
-            mtu: self.mtu,
-            portgroup: x::clone_vec(&self.portgroup),
-            pnic: x::clone_vec(&self.pnic),
-            spec: self.spec.clone(),
+            config: self.config.clone(),
+            child: x::clone_vec(&self.child),
         }
     }
 }
-impl x::Fields for HostVirtualSwitch {
+impl x::Fields for HostSystemResourceInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "name" => r.read(&mut self.name),
             "key" => r.read(&mut self.key),
-            "numPorts" => r.read(&mut self.num_ports),
-            "numPortsAvailable" => r.read(&mut self.num_ports_available),
-            "mtu" => r.read_opt(&mut self.mtu),
-            "portgroup" => r.read_push(&mut self.portgroup),
-            "pnic" => r.read_push(&mut self.pnic),
-            "spec" => r.read(&mut self.spec),
+            "config" => r.read_opt(&mut self.config),
+            "child" => r.read_push(&mut self.child),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
         w.write("key", &self.key);
-        w.write("numPorts", &self.num_ports);
-        w.write("numPortsAvailable", &self.num_ports_available);
-        w.write_opt("mtu", &self.mtu);
-        w.write_vec("portgroup", &self.portgroup);
-        w.write_vec("pnic", &self.pnic);
-        w.write("spec", &self.spec);
+        w.write_opt("config", &self.config);
+        w.write_vec("child", &self.child);
     }
 }
-impl x::ArrayItem for HostVirtualSwitch {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVirtualSwitch";
-    const ITEM_TAG: &'static str = "HostVirtualSwitch";
+impl x::ArrayItem for HostSystemResourceInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostSystemResourceInfo";
+    const ITEM_TAG: &'static str = "HostSystemResourceInfo";
 }
-/// `HostVirtualSwitchAutoBridge` (extends `HostVirtualSwitchBridge`).
+/// `HostSystemSwapConfiguration` (extends `DynamicData`).
 #[derive(Default)]
-pub struct HostVirtualSwitchAutoBridge {
-    /// `excludedNicDevice`.
-    pub excluded_nic_device: Vec<String>,
+pub struct HostSystemSwapConfiguration {
+    /// `option`.
+    pub option: Vec<AnyHostSystemSwapConfigurationSystemSwapOption>,
 }
-impl x::SchemaType for HostVirtualSwitchAutoBridge {
-    const TYPE_NAME: &'static str = "HostVirtualSwitchAutoBridge";
+impl x::SchemaType for HostSystemSwapConfiguration {
+    const TYPE_NAME: &'static str = "HostSystemSwapConfiguration";
 }
-impl x::Structure for HostVirtualSwitchAutoBridge {}
-impl std::fmt::Debug for HostVirtualSwitchAutoBridge {
+impl x::Structure for HostSystemSwapConfiguration {}
+impl std::fmt::Debug for HostSystemSwapConfiguration {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostSystemSwapConfiguration", x::fields_ref(self))
     }
 }
-impl PartialEq for HostVirtualSwitchAutoBridge {
+impl PartialEq for HostSystemSwapConfiguration {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl Clone for HostVirtualSwitchAutoBridge {
+impl Clone for HostSystemSwapConfiguration {
     fn clone(&self) -> Self {
         Self {
-            excluded_nic_device: x::clone_vec(&self.excluded_nic_device),
+            option: x::clone_vec(&self.option),
         }
     }
 }
-impl x::Fields for HostVirtualSwitchAutoBridge {
+impl x::Fields for HostSystemSwapConfiguration {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "excludedNicDevice" => r.read_push(&mut self.excluded_nic_device),
+            "option" => r.read_push(&mut self.option),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("excludedNicDevice", &self.excluded_nic_device);
+        w.write_vec("option", &self.option);
     }
 }
-/// `HostVirtualSwitchBeaconConfig` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostVirtualSwitchBeaconConfig {
-    /// `interval`.
-    pub interval: i32,
-}
-impl x::SchemaType for HostVirtualSwitchBeaconConfig {
-    const TYPE_NAME: &'static str = "HostVirtualSwitchBeaconConfig";
-}
-impl x::Structure for HostVirtualSwitchBeaconConfig {}
-impl std::fmt::Debug for HostVirtualSwitchBeaconConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostVirtualSwitchBeaconConfig {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HostVirtualSwitchBeaconConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "interval" => r.read(&mut self.interval),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("interval", &self.interval);
-    }
-}
-/// `HostVirtualSwitchBondBridge` (extends `HostVirtualSwitchBridge`).
-#[derive(Default)]
-pub struct HostVirtualSwitchBondBridge {
-    /// `nicDevice`.
-    pub nic_device: Vec<String>,
-    /// `beacon`.
-    pub beacon: Option<HostVirtualSwitchBeaconConfig>,
-    /// `linkDiscoveryProtocolConfig`.
-    pub link_discovery_protocol_config: Option<LinkDiscoveryProtocolConfig>,
-}
-impl x::SchemaType for HostVirtualSwitchBondBridge {
-    const TYPE_NAME: &'static str = "HostVirtualSwitchBondBridge";
-}
-impl x::Structure for HostVirtualSwitchBondBridge {}
-impl std::fmt::Debug for HostVirtualSwitchBondBridge {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostVirtualSwitchBondBridge {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for HostVirtualSwitchBondBridge {
-    fn clone(&self) -> Self {
-        Self {
-            nic_device: x::clone_vec(&self.nic_device),
-            beacon: self.beacon.clone(),
-            link_discovery_protocol_config: self.link_discovery_protocol_config.clone(),
-        }
-    }
-}
-impl x::Fields for HostVirtualSwitchBondBridge {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "nicDevice" => r.read_push(&mut self.nic_device),
-            "beacon" => r.read_opt(&mut self.beacon),
-            "linkDiscoveryProtocolConfig" => {
-                r.read_opt(&mut self.link_discovery_protocol_config)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("nicDevice", &self.nic_device);
-        w.write_opt("beacon", &self.beacon);
-        w.write_opt("linkDiscoveryProtocolConfig", &self.link_discovery_protocol_config);
-    }
-}
-/// `HostVirtualSwitchBridge` (extends `DynamicData`).
+/// `HostSystemSwapConfigurationDatastoreOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
 ///
-/// Fields of this type hold [`AnyHostVirtualSwitchBridge`], which also carries its subtypes.
+/// The fields of `HostSystemSwapConfigurationSystemSwapOption` are in `host_system_swap_configuration_system_swap_option`, also reachable through `Deref`.
 #[derive(Clone, Default)]
-pub struct HostVirtualSwitchBridge {}
-impl x::SchemaType for HostVirtualSwitchBridge {
-    const TYPE_NAME: &'static str = "HostVirtualSwitchBridge";
+pub struct HostSystemSwapConfigurationDatastoreOption {
+    /// The fields `HostSystemSwapConfigurationDatastoreOption` inherits from `HostSystemSwapConfigurationSystemSwapOption`.
+    pub host_system_swap_configuration_system_swap_option: HostSystemSwapConfigurationSystemSwapOption,
+    /// `datastore`.
+    pub datastore: String,
 }
-impl x::Structure for HostVirtualSwitchBridge {}
-impl std::fmt::Debug for HostVirtualSwitchBridge {
+impl x::SchemaType for HostSystemSwapConfigurationDatastoreOption {
+    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationDatastoreOption";
+}
+impl x::Structure for HostSystemSwapConfigurationDatastoreOption {}
+impl std::fmt::Debug for HostSystemSwapConfigurationDatastoreOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "HostSystemSwapConfigurationDatastoreOption",
+            x::fields_ref(self),
+        )
     }
 }
-impl PartialEq for HostVirtualSwitchBridge {
+impl PartialEq for HostSystemSwapConfigurationDatastoreOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for HostVirtualSwitchBridge {
+impl std::ops::Deref for HostSystemSwapConfigurationDatastoreOption {
+    type Target = HostSystemSwapConfigurationSystemSwapOption;
+    #[inline]
+    fn deref(&self) -> &HostSystemSwapConfigurationSystemSwapOption {
+        &self.host_system_swap_configuration_system_swap_option
+    }
+}
+impl std::ops::DerefMut for HostSystemSwapConfigurationDatastoreOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostSystemSwapConfigurationSystemSwapOption {
+        &mut self.host_system_swap_configuration_system_swap_option
+    }
+}
+impl x::Fields for HostSystemSwapConfigurationDatastoreOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "datastore" => r.read(&mut self.datastore),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_system_swap_configuration_system_swap_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(
+            &self.host_system_swap_configuration_system_swap_option,
+            w,
+        );
+        w.write("datastore", &self.datastore);
+    }
+}
+/// `HostSystemSwapConfigurationDisabledOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
+///
+/// The fields of `HostSystemSwapConfigurationSystemSwapOption` are in `host_system_swap_configuration_system_swap_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostSystemSwapConfigurationDisabledOption {
+    /// The fields `HostSystemSwapConfigurationDisabledOption` inherits from `HostSystemSwapConfigurationSystemSwapOption`.
+    pub host_system_swap_configuration_system_swap_option: HostSystemSwapConfigurationSystemSwapOption,
+}
+impl x::SchemaType for HostSystemSwapConfigurationDisabledOption {
+    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationDisabledOption";
+}
+impl x::Structure for HostSystemSwapConfigurationDisabledOption {}
+impl std::fmt::Debug for HostSystemSwapConfigurationDisabledOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostSystemSwapConfigurationDisabledOption",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostSystemSwapConfigurationDisabledOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostSystemSwapConfigurationDisabledOption {
+    type Target = HostSystemSwapConfigurationSystemSwapOption;
+    #[inline]
+    fn deref(&self) -> &HostSystemSwapConfigurationSystemSwapOption {
+        &self.host_system_swap_configuration_system_swap_option
+    }
+}
+impl std::ops::DerefMut for HostSystemSwapConfigurationDisabledOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostSystemSwapConfigurationSystemSwapOption {
+        &mut self.host_system_swap_configuration_system_swap_option
+    }
+}
+impl x::Fields for HostSystemSwapConfigurationDisabledOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(
+            &mut self.host_system_swap_configuration_system_swap_option,
+            r,
+            name,
+        )
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(
+            &self.host_system_swap_configuration_system_swap_option,
+            w,
+        );
+    }
+}
+/// `HostSystemSwapConfigurationHostCacheOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
+///
+/// The fields of `HostSystemSwapConfigurationSystemSwapOption` are in `host_system_swap_configuration_system_swap_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostSystemSwapConfigurationHostCacheOption {
+    /// The fields `HostSystemSwapConfigurationHostCacheOption` inherits from `HostSystemSwapConfigurationSystemSwapOption`.
+    pub host_system_swap_configuration_system_swap_option: HostSystemSwapConfigurationSystemSwapOption,
+}
+impl x::SchemaType for HostSystemSwapConfigurationHostCacheOption {
+    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationHostCacheOption";
+}
+impl x::Structure for HostSystemSwapConfigurationHostCacheOption {}
+impl std::fmt::Debug for HostSystemSwapConfigurationHostCacheOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostSystemSwapConfigurationHostCacheOption",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostSystemSwapConfigurationHostCacheOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostSystemSwapConfigurationHostCacheOption {
+    type Target = HostSystemSwapConfigurationSystemSwapOption;
+    #[inline]
+    fn deref(&self) -> &HostSystemSwapConfigurationSystemSwapOption {
+        &self.host_system_swap_configuration_system_swap_option
+    }
+}
+impl std::ops::DerefMut for HostSystemSwapConfigurationHostCacheOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostSystemSwapConfigurationSystemSwapOption {
+        &mut self.host_system_swap_configuration_system_swap_option
+    }
+}
+impl x::Fields for HostSystemSwapConfigurationHostCacheOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(
+            &mut self.host_system_swap_configuration_system_swap_option,
+            r,
+            name,
+        )
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(
+            &self.host_system_swap_configuration_system_swap_option,
+            w,
+        );
+    }
+}
+/// `HostSystemSwapConfigurationHostLocalSwapOption` (extends `HostSystemSwapConfigurationSystemSwapOption`).
+///
+/// The fields of `HostSystemSwapConfigurationSystemSwapOption` are in `host_system_swap_configuration_system_swap_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostSystemSwapConfigurationHostLocalSwapOption {
+    /// The fields `HostSystemSwapConfigurationHostLocalSwapOption` inherits from `HostSystemSwapConfigurationSystemSwapOption`.
+    pub host_system_swap_configuration_system_swap_option: HostSystemSwapConfigurationSystemSwapOption,
+}
+impl x::SchemaType for HostSystemSwapConfigurationHostLocalSwapOption {
+    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationHostLocalSwapOption";
+}
+impl x::Structure for HostSystemSwapConfigurationHostLocalSwapOption {}
+impl std::fmt::Debug for HostSystemSwapConfigurationHostLocalSwapOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostSystemSwapConfigurationHostLocalSwapOption",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostSystemSwapConfigurationHostLocalSwapOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostSystemSwapConfigurationHostLocalSwapOption {
+    type Target = HostSystemSwapConfigurationSystemSwapOption;
+    #[inline]
+    fn deref(&self) -> &HostSystemSwapConfigurationSystemSwapOption {
+        &self.host_system_swap_configuration_system_swap_option
+    }
+}
+impl std::ops::DerefMut for HostSystemSwapConfigurationHostLocalSwapOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostSystemSwapConfigurationSystemSwapOption {
+        &mut self.host_system_swap_configuration_system_swap_option
+    }
+}
+impl x::Fields for HostSystemSwapConfigurationHostLocalSwapOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(
+            &mut self.host_system_swap_configuration_system_swap_option,
+            r,
+            name,
+        )
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(
+            &self.host_system_swap_configuration_system_swap_option,
+            w,
+        );
+    }
+}
+/// `HostSystemSwapConfigurationSystemSwapOption` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostSystemSwapConfigurationSystemSwapOption`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct HostSystemSwapConfigurationSystemSwapOption {
+    /// `key`.
+    pub key: i32,
+}
+impl x::SchemaType for HostSystemSwapConfigurationSystemSwapOption {
+    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationSystemSwapOption";
+}
+impl x::Structure for HostSystemSwapConfigurationSystemSwapOption {}
+impl std::fmt::Debug for HostSystemSwapConfigurationSystemSwapOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostSystemSwapConfigurationSystemSwapOption",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostSystemSwapConfigurationSystemSwapOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostSystemSwapConfigurationSystemSwapOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+    }
+}
+/// `HostTargetTransport` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostTargetTransport`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct HostTargetTransport {}
+impl x::SchemaType for HostTargetTransport {
+    const TYPE_NAME: &'static str = "HostTargetTransport";
+}
+impl x::Structure for HostTargetTransport {}
+impl std::fmt::Debug for HostTargetTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostTargetTransport", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostTargetTransport {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostTargetTransport {
     fn decode_field(
         &mut self,
         _r: &mut x::XmlReader<'_>,
@@ -343,229 +465,1176 @@ impl x::Fields for HostVirtualSwitchBridge {
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
-/// `HostVirtualSwitchConfig` (extends `DynamicData`).
+/// `HostTcpHba` (extends `HostHostBusAdapter`).
+///
+/// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
 #[derive(Clone, Default)]
-pub struct HostVirtualSwitchConfig {
-    /// `changeOperation`.
-    pub change_operation: Option<String>,
-    /// `name`.
-    pub name: String,
-    /// `spec`.
-    pub spec: Option<HostVirtualSwitchSpec>,
+pub struct HostTcpHba {
+    /// The fields `HostTcpHba` inherits from `HostHostBusAdapter`.
+    pub host_host_bus_adapter: HostHostBusAdapter,
+    /// `associatedPnic`.
+    pub associated_pnic: Option<String>,
 }
-impl x::SchemaType for HostVirtualSwitchConfig {
-    const TYPE_NAME: &'static str = "HostVirtualSwitchConfig";
+impl x::SchemaType for HostTcpHba {
+    const TYPE_NAME: &'static str = "HostTcpHba";
 }
-impl x::Structure for HostVirtualSwitchConfig {}
-impl std::fmt::Debug for HostVirtualSwitchConfig {
+impl x::Structure for HostTcpHba {}
+impl std::fmt::Debug for HostTcpHba {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostTcpHba", x::fields_ref(self))
     }
 }
-impl PartialEq for HostVirtualSwitchConfig {
+impl PartialEq for HostTcpHba {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for HostVirtualSwitchConfig {
+impl std::ops::Deref for HostTcpHba {
+    type Target = HostHostBusAdapter;
+    #[inline]
+    fn deref(&self) -> &HostHostBusAdapter {
+        &self.host_host_bus_adapter
+    }
+}
+impl std::ops::DerefMut for HostTcpHba {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
+        &mut self.host_host_bus_adapter
+    }
+}
+impl x::Fields for HostTcpHba {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "changeOperation" => r.read_opt(&mut self.change_operation),
-            "name" => r.read(&mut self.name),
-            "spec" => r.read_opt(&mut self.spec),
-            _ => return Ok(false),
+            "associatedPnic" => r.read_opt(&mut self.associated_pnic),
+            _ => return x::Fields::decode_field(&mut self.host_host_bus_adapter, r, name),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("changeOperation", &self.change_operation);
-        w.write("name", &self.name);
-        w.write_opt("spec", &self.spec);
+        x::Fields::encode_fields(&self.host_host_bus_adapter, w);
+        w.write_opt("associatedPnic", &self.associated_pnic);
     }
 }
-impl x::ArrayItem for HostVirtualSwitchConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVirtualSwitchConfig";
-    const ITEM_TAG: &'static str = "HostVirtualSwitchConfig";
-}
-/// `HostVirtualSwitchSimpleBridge` (extends `HostVirtualSwitchBridge`).
+/// `HostTcpHbaCreateSpec` (extends `HostHbaCreateSpec`).
 #[derive(Clone, Default)]
-pub struct HostVirtualSwitchSimpleBridge {
-    /// `nicDevice`.
-    pub nic_device: String,
+pub struct HostTcpHbaCreateSpec {
+    /// `pnic`.
+    pub pnic: String,
 }
-impl x::SchemaType for HostVirtualSwitchSimpleBridge {
-    const TYPE_NAME: &'static str = "HostVirtualSwitchSimpleBridge";
+impl x::SchemaType for HostTcpHbaCreateSpec {
+    const TYPE_NAME: &'static str = "HostTcpHbaCreateSpec";
 }
-impl x::Structure for HostVirtualSwitchSimpleBridge {}
-impl std::fmt::Debug for HostVirtualSwitchSimpleBridge {
+impl x::Structure for HostTcpHbaCreateSpec {}
+impl std::fmt::Debug for HostTcpHbaCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostTcpHbaCreateSpec", x::fields_ref(self))
     }
 }
-impl PartialEq for HostVirtualSwitchSimpleBridge {
+impl PartialEq for HostTcpHbaCreateSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for HostVirtualSwitchSimpleBridge {
+impl x::Fields for HostTcpHbaCreateSpec {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "nicDevice" => r.read(&mut self.nic_device),
+            "pnic" => r.read(&mut self.pnic),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("nicDevice", &self.nic_device);
+        w.write("pnic", &self.pnic);
     }
 }
-/// `HostVirtualSwitchSpec` (extends `DynamicData`).
+/// `HostTcpTargetTransport` (extends `HostTargetTransport`).
 #[derive(Clone, Default)]
-pub struct HostVirtualSwitchSpec {
-    /// `numPorts`.
-    pub num_ports: i32,
-    /// `bridge`.
-    pub bridge: Option<AnyHostVirtualSwitchBridge>,
-    /// `policy`.
-    pub policy: Option<HostNetworkPolicy>,
-    /// `mtu`.
-    pub mtu: Option<i32>,
+pub struct HostTcpTargetTransport {}
+impl x::SchemaType for HostTcpTargetTransport {
+    const TYPE_NAME: &'static str = "HostTcpTargetTransport";
 }
-impl x::SchemaType for HostVirtualSwitchSpec {
-    const TYPE_NAME: &'static str = "HostVirtualSwitchSpec";
-}
-impl x::Structure for HostVirtualSwitchSpec {}
-impl std::fmt::Debug for HostVirtualSwitchSpec {
+impl x::Structure for HostTcpTargetTransport {}
+impl std::fmt::Debug for HostTcpTargetTransport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostTcpTargetTransport", x::fields_ref(self))
     }
 }
-impl PartialEq for HostVirtualSwitchSpec {
+impl PartialEq for HostTcpTargetTransport {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for HostVirtualSwitchSpec {
+impl x::Fields for HostTcpTargetTransport {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostTdxInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Clone, Default)]
+pub struct HostTdxInfo {
+    /// `tdxState`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub tdx_state: String,
+    /// `numTDXPrivateKeyIDs`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub num_tdx_private_key_ids: i32,
+}
+impl x::SchemaType for HostTdxInfo {
+    const TYPE_NAME: &'static str = "HostTdxInfo";
+}
+impl x::Structure for HostTdxInfo {}
+impl std::fmt::Debug for HostTdxInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostTdxInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostTdxInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostTdxInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "numPorts" => r.read(&mut self.num_ports),
-            "bridge" => r.read_opt(&mut self.bridge),
-            "policy" => r.read_opt(&mut self.policy),
-            "mtu" => r.read_opt(&mut self.mtu),
+            "tdxState" => r.read(&mut self.tdx_state),
+            "numTDXPrivateKeyIDs" => r.read(&mut self.num_tdx_private_key_ids),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("numPorts", &self.num_ports);
-        w.write_opt("bridge", &self.bridge);
-        w.write_opt("policy", &self.policy);
-        w.write_opt("mtu", &self.mtu);
+        w.since(0x0900_0000, "type HostTdxInfo", true);
+        w.write("tdxState", &self.tdx_state);
+        w.write("numTDXPrivateKeyIDs", &self.num_tdx_private_key_ids);
     }
 }
-/// `HostVmciAccessManagerAccessSpec` (extends `DynamicData`).
+/// `HostTpmAttestationInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostTpmAttestationInfo {
+    /// `time`.
+    pub time: x::DateTime,
+    /// `status`.
+    pub status: HostTpmAttestationInfoAcceptanceStatus,
+    /// `message`.
+    pub message: Option<LocalizableMessage>,
+}
+impl x::SchemaType for HostTpmAttestationInfo {
+    const TYPE_NAME: &'static str = "HostTpmAttestationInfo";
+}
+impl x::Structure for HostTpmAttestationInfo {}
+impl std::fmt::Debug for HostTpmAttestationInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostTpmAttestationInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostTpmAttestationInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostTpmAttestationInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "time" => r.read(&mut self.time),
+            "status" => r.read(&mut self.status),
+            "message" => r.read_opt(&mut self.message),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("time", &self.time);
+        w.write("status", &self.status);
+        w.write_opt("message", &self.message);
+    }
+}
+/// `HostTpmAttestationReport` (extends `DynamicData`).
 #[derive(Default)]
-pub struct HostVmciAccessManagerAccessSpec {
-    /// `vm`.
-    pub vm: x::ManagedObjectReference,
-    /// `services`.
-    pub services: Vec<String>,
-    /// `mode`.
-    pub mode: String,
+pub struct HostTpmAttestationReport {
+    /// `tpmPcrValues`.
+    pub tpm_pcr_values: Vec<HostTpmDigestInfo>,
+    /// `tpmEvents`.
+    pub tpm_events: Vec<HostTpmEventLogEntry>,
+    /// `tpmLogReliable`.
+    pub tpm_log_reliable: bool,
 }
-impl x::SchemaType for HostVmciAccessManagerAccessSpec {
-    const TYPE_NAME: &'static str = "HostVmciAccessManagerAccessSpec";
+impl x::SchemaType for HostTpmAttestationReport {
+    const TYPE_NAME: &'static str = "HostTpmAttestationReport";
 }
-impl x::Structure for HostVmciAccessManagerAccessSpec {}
-impl std::fmt::Debug for HostVmciAccessManagerAccessSpec {
+impl x::Structure for HostTpmAttestationReport {}
+impl std::fmt::Debug for HostTpmAttestationReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostTpmAttestationReport", x::fields_ref(self))
     }
 }
-impl PartialEq for HostVmciAccessManagerAccessSpec {
+impl PartialEq for HostTpmAttestationReport {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl Clone for HostVmciAccessManagerAccessSpec {
+impl Clone for HostTpmAttestationReport {
     fn clone(&self) -> Self {
         Self {
-            vm: self.vm.clone(),
-            services: x::clone_vec(&self.services),
-            mode: self.mode.clone(),
+            tpm_pcr_values: x::clone_vec(&self.tpm_pcr_values),
+            tpm_events: x::clone_vec(&self.tpm_events),
+            tpm_log_reliable: self.tpm_log_reliable,
         }
     }
 }
-impl x::Fields for HostVmciAccessManagerAccessSpec {
+impl x::Fields for HostTpmAttestationReport {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "vm" => r.read(&mut self.vm),
-            "services" => r.read_push(&mut self.services),
-            "mode" => r.read(&mut self.mode),
+            "tpmPcrValues" => r.read_push(&mut self.tpm_pcr_values),
+            "tpmEvents" => r.read_push(&mut self.tpm_events),
+            "tpmLogReliable" => r.read(&mut self.tpm_log_reliable),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vm", &self.vm);
-        w.write_vec("services", &self.services);
-        w.write("mode", &self.mode);
+        w.write_vec("tpmPcrValues", &self.tpm_pcr_values);
+        w.write_vec("tpmEvents", &self.tpm_events);
+        w.write("tpmLogReliable", &self.tpm_log_reliable);
     }
 }
-impl x::ArrayItem for HostVmciAccessManagerAccessSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVmciAccessManagerAccessSpec";
-    const ITEM_TAG: &'static str = "HostVmciAccessManagerAccessSpec";
-}
-/// `HostVmfsRescanResult` (extends `DynamicData`).
+/// `HostTpmBootCompleteEventDetails` (extends `HostTpmEventDetails`).
+///
+/// Since vSphere API 8.0.1.0.
+///
+/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
 #[derive(Clone, Default)]
-pub struct HostVmfsRescanResult {
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-    /// `fault`.
-    pub fault: Option<LocalizedMethodFault>,
+pub struct HostTpmBootCompleteEventDetails {
+    /// The fields `HostTpmBootCompleteEventDetails` inherits from `HostTpmEventDetails`.
+    pub host_tpm_event_details: HostTpmEventDetails,
 }
-impl x::SchemaType for HostVmfsRescanResult {
-    const TYPE_NAME: &'static str = "HostVmfsRescanResult";
+impl x::SchemaType for HostTpmBootCompleteEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmBootCompleteEventDetails";
 }
-impl x::Structure for HostVmfsRescanResult {}
-impl std::fmt::Debug for HostVmfsRescanResult {
+impl x::Structure for HostTpmBootCompleteEventDetails {}
+impl std::fmt::Debug for HostTpmBootCompleteEventDetails {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostTpmBootCompleteEventDetails", x::fields_ref(self))
     }
 }
-impl PartialEq for HostVmfsRescanResult {
+impl PartialEq for HostTpmBootCompleteEventDetails {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for HostVmfsRescanResult {
+impl std::ops::Deref for HostTpmBootCompleteEventDetails {
+    type Target = HostTpmEventDetails;
+    #[inline]
+    fn deref(&self) -> &HostTpmEventDetails {
+        &self.host_tpm_event_details
+    }
+}
+impl std::ops::DerefMut for HostTpmBootCompleteEventDetails {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
+        &mut self.host_tpm_event_details
+    }
+}
+impl x::Fields for HostTpmBootCompleteEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_tpm_event_details, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0100, "type HostTpmBootCompleteEventDetails", true);
+        x::Fields::encode_fields(&self.host_tpm_event_details, w);
+    }
+}
+/// `HostTpmBootSecurityOptionEventDetails` (extends `HostTpmEventDetails`).
+///
+/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostTpmBootSecurityOptionEventDetails {
+    /// The fields `HostTpmBootSecurityOptionEventDetails` inherits from `HostTpmEventDetails`.
+    pub host_tpm_event_details: HostTpmEventDetails,
+    /// `bootSecurityOption`.
+    pub boot_security_option: String,
+}
+impl x::SchemaType for HostTpmBootSecurityOptionEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmBootSecurityOptionEventDetails";
+}
+impl x::Structure for HostTpmBootSecurityOptionEventDetails {}
+impl std::fmt::Debug for HostTpmBootSecurityOptionEventDetails {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostTpmBootSecurityOptionEventDetails", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostTpmBootSecurityOptionEventDetails {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostTpmBootSecurityOptionEventDetails {
+    type Target = HostTpmEventDetails;
+    #[inline]
+    fn deref(&self) -> &HostTpmEventDetails {
+        &self.host_tpm_event_details
+    }
+}
+impl std::ops::DerefMut for HostTpmBootSecurityOptionEventDetails {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
+        &mut self.host_tpm_event_details
+    }
+}
+impl x::Fields for HostTpmBootSecurityOptionEventDetails {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "host" => r.read(&mut self.host),
+            "bootSecurityOption" => r.read(&mut self.boot_security_option),
+            _ => {
+                return x::Fields::decode_field(&mut self.host_tpm_event_details, r, name);
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_tpm_event_details, w);
+        w.write("bootSecurityOption", &self.boot_security_option);
+    }
+}
+/// `HostTpmCommandEventDetails` (extends `HostTpmEventDetails`).
+///
+/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostTpmCommandEventDetails {
+    /// The fields `HostTpmCommandEventDetails` inherits from `HostTpmEventDetails`.
+    pub host_tpm_event_details: HostTpmEventDetails,
+    /// `commandLine`.
+    pub command_line: String,
+}
+impl x::SchemaType for HostTpmCommandEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmCommandEventDetails";
+}
+impl x::Structure for HostTpmCommandEventDetails {}
+impl std::fmt::Debug for HostTpmCommandEventDetails {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostTpmCommandEventDetails", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostTpmCommandEventDetails {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostTpmCommandEventDetails {
+    type Target = HostTpmEventDetails;
+    #[inline]
+    fn deref(&self) -> &HostTpmEventDetails {
+        &self.host_tpm_event_details
+    }
+}
+impl std::ops::DerefMut for HostTpmCommandEventDetails {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
+        &mut self.host_tpm_event_details
+    }
+}
+impl x::Fields for HostTpmCommandEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "commandLine" => r.read(&mut self.command_line),
+            _ => {
+                return x::Fields::decode_field(&mut self.host_tpm_event_details, r, name);
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_tpm_event_details, w);
+        w.write("commandLine", &self.command_line);
+    }
+}
+/// `HostTpmDigestInfo` (extends `HostDigestInfo`).
+///
+/// The fields of `HostDigestInfo` are in `host_digest_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostTpmDigestInfo {
+    /// The fields `HostTpmDigestInfo` inherits from `HostDigestInfo`.
+    pub host_digest_info: HostDigestInfo,
+    /// `pcrNumber`.
+    pub pcr_number: i32,
+}
+impl x::SchemaType for HostTpmDigestInfo {
+    const TYPE_NAME: &'static str = "HostTpmDigestInfo";
+}
+impl x::Structure for HostTpmDigestInfo {}
+impl std::fmt::Debug for HostTpmDigestInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostTpmDigestInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostTpmDigestInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostTpmDigestInfo {
+    type Target = HostDigestInfo;
+    #[inline]
+    fn deref(&self) -> &HostDigestInfo {
+        &self.host_digest_info
+    }
+}
+impl std::ops::DerefMut for HostTpmDigestInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostDigestInfo {
+        &mut self.host_digest_info
+    }
+}
+impl x::Fields for HostTpmDigestInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "pcrNumber" => r.read(&mut self.pcr_number),
+            _ => return x::Fields::decode_field(&mut self.host_digest_info, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_digest_info, w);
+        w.write("pcrNumber", &self.pcr_number);
+    }
+}
+impl x::ArrayItem for HostTpmDigestInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostTpmDigestInfo";
+    const ITEM_TAG: &'static str = "HostTpmDigestInfo";
+}
+/// `HostTpmEventDetails` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostTpmEventDetails`], which also carries its subtypes.
+#[derive(Default)]
+pub struct HostTpmEventDetails {
+    /// `dataHash`.
+    pub data_hash: Vec<i8>,
+    /// `dataHashMethod`.
+    pub data_hash_method: Option<String>,
+}
+impl x::SchemaType for HostTpmEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmEventDetails";
+}
+impl x::Structure for HostTpmEventDetails {}
+impl std::fmt::Debug for HostTpmEventDetails {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostTpmEventDetails", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostTpmEventDetails {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostTpmEventDetails {
+    fn clone(&self) -> Self {
+        Self {
+            data_hash: x::clone_vec(&self.data_hash),
+            data_hash_method: self.data_hash_method.clone(),
+        }
+    }
+}
+impl x::Fields for HostTpmEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dataHash" => r.read_push(&mut self.data_hash),
+            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("dataHash", &self.data_hash);
+        w.write_opt("dataHashMethod", &self.data_hash_method);
+    }
+}
+/// `HostTpmEventLogEntry` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostTpmEventLogEntry {
+    /// `pcrIndex`.
+    pub pcr_index: i32,
+    /// `eventDetails`.
+    pub event_details: AnyHostTpmEventDetails,
+}
+impl x::SchemaType for HostTpmEventLogEntry {
+    const TYPE_NAME: &'static str = "HostTpmEventLogEntry";
+}
+impl x::Structure for HostTpmEventLogEntry {}
+impl std::fmt::Debug for HostTpmEventLogEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostTpmEventLogEntry", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostTpmEventLogEntry {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostTpmEventLogEntry {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "pcrIndex" => r.read(&mut self.pcr_index),
+            "eventDetails" => r.read(&mut self.event_details),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("pcrIndex", &self.pcr_index);
+        w.write("eventDetails", &self.event_details);
+    }
+}
+impl x::ArrayItem for HostTpmEventLogEntry {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostTpmEventLogEntry";
+    const ITEM_TAG: &'static str = "HostTpmEventLogEntry";
+}
+/// `HostTpmNvTagEventDetails` (extends `HostTpmBootSecurityOptionEventDetails`).
+///
+/// The fields of `HostTpmBootSecurityOptionEventDetails` are in `host_tpm_boot_security_option_event_details`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostTpmNvTagEventDetails {
+    /// The fields `HostTpmNvTagEventDetails` inherits from `HostTpmBootSecurityOptionEventDetails`.
+    pub host_tpm_boot_security_option_event_details: HostTpmBootSecurityOptionEventDetails,
+}
+impl x::SchemaType for HostTpmNvTagEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmNvTagEventDetails";
+}
+impl x::Structure for HostTpmNvTagEventDetails {}
+impl std::fmt::Debug for HostTpmNvTagEventDetails {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostTpmNvTagEventDetails", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostTpmNvTagEventDetails {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostTpmNvTagEventDetails {
+    type Target = HostTpmBootSecurityOptionEventDetails;
+    #[inline]
+    fn deref(&self) -> &HostTpmBootSecurityOptionEventDetails {
+        &self.host_tpm_boot_security_option_event_details
+    }
+}
+impl std::ops::DerefMut for HostTpmNvTagEventDetails {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostTpmBootSecurityOptionEventDetails {
+        &mut self.host_tpm_boot_security_option_event_details
+    }
+}
+impl x::Fields for HostTpmNvTagEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(
+            &mut self.host_tpm_boot_security_option_event_details,
+            r,
+            name,
+        )
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_tpm_boot_security_option_event_details, w);
+    }
+}
+/// `HostTpmOptionEventDetails` (extends `HostTpmEventDetails`).
+///
+/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct HostTpmOptionEventDetails {
+    /// The fields `HostTpmOptionEventDetails` inherits from `HostTpmEventDetails`.
+    pub host_tpm_event_details: HostTpmEventDetails,
+    /// `optionsFileName`.
+    pub options_file_name: String,
+    /// `bootOptions`.
+    pub boot_options: Vec<i8>,
+}
+impl x::SchemaType for HostTpmOptionEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmOptionEventDetails";
+}
+impl x::Structure for HostTpmOptionEventDetails {}
+impl std::fmt::Debug for HostTpmOptionEventDetails {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostTpmOptionEventDetails", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostTpmOptionEventDetails {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostTpmOptionEventDetails {
+    fn clone(&self) -> Self {
+        Self {
+            host_tpm_event_details: self.host_tpm_event_details.clone(),
+            options_file_name: self.options_file_name.clone(),
+            boot_options: x::clone_vec(&self.boot_options),
+        }
+    }
+}
+impl std::ops::Deref for HostTpmOptionEventDetails {
+    type Target = HostTpmEventDetails;
+    #[inline]
+    fn deref(&self) -> &HostTpmEventDetails {
+        &self.host_tpm_event_details
+    }
+}
+impl std::ops::DerefMut for HostTpmOptionEventDetails {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
+        &mut self.host_tpm_event_details
+    }
+}
+impl x::Fields for HostTpmOptionEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "optionsFileName" => r.read(&mut self.options_file_name),
+            "bootOptions" => r.read_push(&mut self.boot_options),
+            _ => {
+                return x::Fields::decode_field(&mut self.host_tpm_event_details, r, name);
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_tpm_event_details, w);
+        w.write("optionsFileName", &self.options_file_name);
+        w.write_vec("bootOptions", &self.boot_options);
+    }
+}
+/// `HostTpmSignerEventDetails` (extends `HostTpmBootSecurityOptionEventDetails`).
+///
+/// Since vSphere API 8.0.0.1.
+///
+/// The fields of `HostTpmBootSecurityOptionEventDetails` are in `host_tpm_boot_security_option_event_details`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostTpmSignerEventDetails {
+    /// The fields `HostTpmSignerEventDetails` inherits from `HostTpmBootSecurityOptionEventDetails`.
+    pub host_tpm_boot_security_option_event_details: HostTpmBootSecurityOptionEventDetails,
+}
+impl x::SchemaType for HostTpmSignerEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmSignerEventDetails";
+}
+impl x::Structure for HostTpmSignerEventDetails {}
+impl std::fmt::Debug for HostTpmSignerEventDetails {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostTpmSignerEventDetails", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostTpmSignerEventDetails {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostTpmSignerEventDetails {
+    type Target = HostTpmBootSecurityOptionEventDetails;
+    #[inline]
+    fn deref(&self) -> &HostTpmBootSecurityOptionEventDetails {
+        &self.host_tpm_boot_security_option_event_details
+    }
+}
+impl std::ops::DerefMut for HostTpmSignerEventDetails {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostTpmBootSecurityOptionEventDetails {
+        &mut self.host_tpm_boot_security_option_event_details
+    }
+}
+impl x::Fields for HostTpmSignerEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(
+            &mut self.host_tpm_boot_security_option_event_details,
+            r,
+            name,
+        )
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type HostTpmSignerEventDetails", true);
+        x::Fields::encode_fields(&self.host_tpm_boot_security_option_event_details, w);
+    }
+}
+/// `HostTpmSoftwareComponentEventDetails` (extends `HostTpmEventDetails`).
+///
+/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostTpmSoftwareComponentEventDetails {
+    /// The fields `HostTpmSoftwareComponentEventDetails` inherits from `HostTpmEventDetails`.
+    pub host_tpm_event_details: HostTpmEventDetails,
+    /// `componentName`.
+    pub component_name: String,
+    /// `vibName`.
+    pub vib_name: String,
+    /// `vibVersion`.
+    pub vib_version: String,
+    /// `vibVendor`.
+    pub vib_vendor: String,
+}
+impl x::SchemaType for HostTpmSoftwareComponentEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmSoftwareComponentEventDetails";
+}
+impl x::Structure for HostTpmSoftwareComponentEventDetails {}
+impl std::fmt::Debug for HostTpmSoftwareComponentEventDetails {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostTpmSoftwareComponentEventDetails", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostTpmSoftwareComponentEventDetails {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostTpmSoftwareComponentEventDetails {
+    type Target = HostTpmEventDetails;
+    #[inline]
+    fn deref(&self) -> &HostTpmEventDetails {
+        &self.host_tpm_event_details
+    }
+}
+impl std::ops::DerefMut for HostTpmSoftwareComponentEventDetails {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
+        &mut self.host_tpm_event_details
+    }
+}
+impl x::Fields for HostTpmSoftwareComponentEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "componentName" => r.read(&mut self.component_name),
+            "vibName" => r.read(&mut self.vib_name),
+            "vibVersion" => r.read(&mut self.vib_version),
+            "vibVendor" => r.read(&mut self.vib_vendor),
+            _ => {
+                return x::Fields::decode_field(&mut self.host_tpm_event_details, r, name);
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_tpm_event_details, w);
+        w.write("componentName", &self.component_name);
+        w.write("vibName", &self.vib_name);
+        w.write("vibVersion", &self.vib_version);
+        w.write("vibVendor", &self.vib_vendor);
+    }
+}
+/// `HostTpmSystemVersionEventDetails` (extends `HostTpmEventDetails`).
+///
+/// Since vSphere API 9.1.0.0.
+///
+/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostTpmSystemVersionEventDetails {
+    /// The fields `HostTpmSystemVersionEventDetails` inherits from `HostTpmEventDetails`.
+    pub host_tpm_event_details: HostTpmEventDetails,
+    /// `systemVersion`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub system_version: String,
+}
+impl x::SchemaType for HostTpmSystemVersionEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmSystemVersionEventDetails";
+}
+impl x::Structure for HostTpmSystemVersionEventDetails {}
+impl std::fmt::Debug for HostTpmSystemVersionEventDetails {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostTpmSystemVersionEventDetails", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostTpmSystemVersionEventDetails {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostTpmSystemVersionEventDetails {
+    type Target = HostTpmEventDetails;
+    #[inline]
+    fn deref(&self) -> &HostTpmEventDetails {
+        &self.host_tpm_event_details
+    }
+}
+impl std::ops::DerefMut for HostTpmSystemVersionEventDetails {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
+        &mut self.host_tpm_event_details
+    }
+}
+impl x::Fields for HostTpmSystemVersionEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "systemVersion" => r.read(&mut self.system_version),
+            _ => {
+                return x::Fields::decode_field(&mut self.host_tpm_event_details, r, name);
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type HostTpmSystemVersionEventDetails", true);
+        x::Fields::encode_fields(&self.host_tpm_event_details, w);
+        w.write("systemVersion", &self.system_version);
+    }
+}
+/// `HostTpmVersionEventDetails` (extends `HostTpmEventDetails`).
+///
+/// Since vSphere API 8.0.0.1.
+///
+/// The fields of `HostTpmEventDetails` are in `host_tpm_event_details`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostTpmVersionEventDetails {
+    /// The fields `HostTpmVersionEventDetails` inherits from `HostTpmEventDetails`.
+    pub host_tpm_event_details: HostTpmEventDetails,
+    /// `version`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub version: Vec<u8>,
+}
+impl x::SchemaType for HostTpmVersionEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmVersionEventDetails";
+}
+impl x::Structure for HostTpmVersionEventDetails {}
+impl std::fmt::Debug for HostTpmVersionEventDetails {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostTpmVersionEventDetails", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostTpmVersionEventDetails {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostTpmVersionEventDetails {
+    type Target = HostTpmEventDetails;
+    #[inline]
+    fn deref(&self) -> &HostTpmEventDetails {
+        &self.host_tpm_event_details
+    }
+}
+impl std::ops::DerefMut for HostTpmVersionEventDetails {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostTpmEventDetails {
+        &mut self.host_tpm_event_details
+    }
+}
+impl x::Fields for HostTpmVersionEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "version" => r.read(&mut self.version),
+            _ => {
+                return x::Fields::decode_field(&mut self.host_tpm_event_details, r, name);
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type HostTpmVersionEventDetails", true);
+        x::Fields::encode_fields(&self.host_tpm_event_details, w);
+        w.write("version", &self.version);
+    }
+}
+/// `HostTrustAuthorityAttestationInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostTrustAuthorityAttestationInfo {
+    /// `attestationStatus`.
+    pub attestation_status: String,
+    /// `serviceId`.
+    pub service_id: Option<String>,
+    /// `attestedAt`.
+    pub attested_at: Option<x::DateTime>,
+    /// `attestedUntil`.
+    pub attested_until: Option<x::DateTime>,
+    /// `messages`.
+    pub messages: Vec<LocalizableMessage>,
+}
+impl x::SchemaType for HostTrustAuthorityAttestationInfo {
+    const TYPE_NAME: &'static str = "HostTrustAuthorityAttestationInfo";
+}
+impl x::Structure for HostTrustAuthorityAttestationInfo {}
+impl std::fmt::Debug for HostTrustAuthorityAttestationInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostTrustAuthorityAttestationInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostTrustAuthorityAttestationInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostTrustAuthorityAttestationInfo {
+    fn clone(&self) -> Self {
+        Self {
+            attestation_status: self.attestation_status.clone(),
+            service_id: self.service_id.clone(),
+            attested_at: self.attested_at.clone(),
+            attested_until: self.attested_until.clone(),
+            messages: x::clone_vec(&self.messages),
+        }
+    }
+}
+impl x::Fields for HostTrustAuthorityAttestationInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "attestationStatus" => r.read(&mut self.attestation_status),
+            "serviceId" => r.read_opt(&mut self.service_id),
+            "attestedAt" => r.read_opt(&mut self.attested_at),
+            "attestedUntil" => r.read_opt(&mut self.attested_until),
+            "messages" => r.read_push(&mut self.messages),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("attestationStatus", &self.attestation_status);
+        w.write_opt("serviceId", &self.service_id);
+        w.write_opt("attestedAt", &self.attested_at);
+        w.write_opt("attestedUntil", &self.attested_until);
+        w.write_vec("messages", &self.messages);
+    }
+}
+impl x::ArrayItem for HostTrustAuthorityAttestationInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostTrustAuthorityAttestationInfo";
+    const ITEM_TAG: &'static str = "HostTrustAuthorityAttestationInfo";
+}
+/// `HostUnresolvedVmfsExtent` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostUnresolvedVmfsExtent {
+    /// `device`.
+    pub device: HostScsiDiskPartition,
+    /// `devicePath`.
+    pub device_path: String,
+    /// `vmfsUuid`.
+    pub vmfs_uuid: String,
+    /// `isHeadExtent`.
+    pub is_head_extent: bool,
+    /// `ordinal`.
+    pub ordinal: i32,
+    /// `startBlock`.
+    pub start_block: i32,
+    /// `endBlock`.
+    pub end_block: i32,
+    /// `reason`.
+    pub reason: String,
+}
+impl x::SchemaType for HostUnresolvedVmfsExtent {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsExtent";
+}
+impl x::Structure for HostUnresolvedVmfsExtent {}
+impl std::fmt::Debug for HostUnresolvedVmfsExtent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostUnresolvedVmfsExtent", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostUnresolvedVmfsExtent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostUnresolvedVmfsExtent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "device" => r.read(&mut self.device),
+            "devicePath" => r.read(&mut self.device_path),
+            "vmfsUuid" => r.read(&mut self.vmfs_uuid),
+            "isHeadExtent" => r.read(&mut self.is_head_extent),
+            "ordinal" => r.read(&mut self.ordinal),
+            "startBlock" => r.read(&mut self.start_block),
+            "endBlock" => r.read(&mut self.end_block),
+            "reason" => r.read(&mut self.reason),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("device", &self.device);
+        w.write("devicePath", &self.device_path);
+        w.write("vmfsUuid", &self.vmfs_uuid);
+        w.write("isHeadExtent", &self.is_head_extent);
+        w.write("ordinal", &self.ordinal);
+        w.write("startBlock", &self.start_block);
+        w.write("endBlock", &self.end_block);
+        w.write("reason", &self.reason);
+    }
+}
+impl x::ArrayItem for HostUnresolvedVmfsExtent {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsExtent";
+    const ITEM_TAG: &'static str = "HostUnresolvedVmfsExtent";
+}
+/// `HostUnresolvedVmfsResignatureSpec` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostUnresolvedVmfsResignatureSpec {
+    /// `extentDevicePath`.
+    pub extent_device_path: Vec<String>,
+}
+impl x::SchemaType for HostUnresolvedVmfsResignatureSpec {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResignatureSpec";
+}
+impl x::Structure for HostUnresolvedVmfsResignatureSpec {}
+impl std::fmt::Debug for HostUnresolvedVmfsResignatureSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostUnresolvedVmfsResignatureSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostUnresolvedVmfsResignatureSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostUnresolvedVmfsResignatureSpec {
+    fn clone(&self) -> Self {
+        Self {
+            extent_device_path: x::clone_vec(&self.extent_device_path),
+        }
+    }
+}
+impl x::Fields for HostUnresolvedVmfsResignatureSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "extentDevicePath" => r.read_push(&mut self.extent_device_path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("extentDevicePath", &self.extent_device_path);
+    }
+}
+/// `HostUnresolvedVmfsResolutionResult` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostUnresolvedVmfsResolutionResult {
+    /// `spec`.
+    pub spec: HostUnresolvedVmfsResolutionSpec,
+    /// `vmfs`.
+    pub vmfs: Option<HostVmfsVolume>,
+    /// `fault`.
+    pub fault: Option<LocalizedMethodFault>,
+}
+impl x::SchemaType for HostUnresolvedVmfsResolutionResult {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResolutionResult";
+}
+impl x::Structure for HostUnresolvedVmfsResolutionResult {}
+impl std::fmt::Debug for HostUnresolvedVmfsResolutionResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostUnresolvedVmfsResolutionResult", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostUnresolvedVmfsResolutionResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostUnresolvedVmfsResolutionResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "spec" => r.read(&mut self.spec),
+            "vmfs" => r.read_opt(&mut self.vmfs),
             "fault" => r.read_opt(&mut self.fault),
             _ => return Ok(false),
         };
@@ -573,98 +1642,1129 @@ impl x::Fields for HostVmfsRescanResult {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("host", &self.host);
+        w.write("spec", &self.spec);
+        w.write_opt("vmfs", &self.vmfs);
         w.write_opt("fault", &self.fault);
     }
 }
-impl x::ArrayItem for HostVmfsRescanResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVmfsRescanResult";
-    const ITEM_TAG: &'static str = "HostVmfsRescanResult";
+impl x::ArrayItem for HostUnresolvedVmfsResolutionResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsResolutionResult";
+    const ITEM_TAG: &'static str = "HostUnresolvedVmfsResolutionResult";
 }
-/// `HostVmfsSpec` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostVmfsSpec {
-    /// `extent`.
-    pub extent: HostScsiDiskPartition,
-    /// `blockSizeMb`.
-    pub block_size_mb: Option<i32>,
-    /// `majorVersion`.
-    pub major_version: i32,
-    /// `volumeName`.
-    pub volume_name: String,
-    /// `blockSize`.
-    pub block_size: Option<i32>,
-    /// `unmapGranularity`.
-    pub unmap_granularity: Option<i32>,
-    /// `unmapPriority`.
-    pub unmap_priority: Option<String>,
-    /// `unmapBandwidthSpec`.
-    pub unmap_bandwidth_spec: Option<VmfsUnmapBandwidthSpec>,
+/// `HostUnresolvedVmfsResolutionSpec` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostUnresolvedVmfsResolutionSpec {
+    /// `extentDevicePath`.
+    pub extent_device_path: Vec<String>,
+    /// `uuidResolution`.
+    pub uuid_resolution: String,
 }
-impl x::SchemaType for HostVmfsSpec {
-    const TYPE_NAME: &'static str = "HostVmfsSpec";
+impl x::SchemaType for HostUnresolvedVmfsResolutionSpec {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResolutionSpec";
 }
-impl x::Structure for HostVmfsSpec {}
-impl std::fmt::Debug for HostVmfsSpec {
+impl x::Structure for HostUnresolvedVmfsResolutionSpec {}
+impl std::fmt::Debug for HostUnresolvedVmfsResolutionSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostUnresolvedVmfsResolutionSpec", x::fields_ref(self))
     }
 }
-impl PartialEq for HostVmfsSpec {
+impl PartialEq for HostUnresolvedVmfsResolutionSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for HostVmfsSpec {
+impl Clone for HostUnresolvedVmfsResolutionSpec {
+    fn clone(&self) -> Self {
+        Self {
+            extent_device_path: x::clone_vec(&self.extent_device_path),
+            uuid_resolution: self.uuid_resolution.clone(),
+        }
+    }
+}
+impl x::Fields for HostUnresolvedVmfsResolutionSpec {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "extent" => r.read(&mut self.extent),
-            "blockSizeMb" => r.read_opt(&mut self.block_size_mb),
-            "majorVersion" => r.read(&mut self.major_version),
-            "volumeName" => r.read(&mut self.volume_name),
-            "blockSize" => r.read_opt(&mut self.block_size),
-            "unmapGranularity" => r.read_opt(&mut self.unmap_granularity),
-            "unmapPriority" => r.read_opt(&mut self.unmap_priority),
-            "unmapBandwidthSpec" => r.read_opt(&mut self.unmap_bandwidth_spec),
+            "extentDevicePath" => r.read_push(&mut self.extent_device_path),
+            "uuidResolution" => r.read(&mut self.uuid_resolution),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("extent", &self.extent);
-        w.write_opt("blockSizeMb", &self.block_size_mb);
-        w.write("majorVersion", &self.major_version);
-        w.write("volumeName", &self.volume_name);
-        w.write_opt("blockSize", &self.block_size);
-        w.write_opt("unmapGranularity", &self.unmap_granularity);
-        w.write_opt("unmapPriority", &self.unmap_priority);
-        w.write_opt("unmapBandwidthSpec", &self.unmap_bandwidth_spec);
+        w.write_vec("extentDevicePath", &self.extent_device_path);
+        w.write("uuidResolution", &self.uuid_resolution);
     }
 }
-/// `HostVmfsVolume` (extends `HostFileSystemVolume`).
+impl x::ArrayItem for HostUnresolvedVmfsResolutionSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsResolutionSpec";
+    const ITEM_TAG: &'static str = "HostUnresolvedVmfsResolutionSpec";
+}
+/// `HostUnresolvedVmfsVolume` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostUnresolvedVmfsVolume {
+    /// `extent`.
+    pub extent: Vec<HostUnresolvedVmfsExtent>,
+    /// `vmfsLabel`.
+    pub vmfs_label: String,
+    /// `vmfsUuid`.
+    pub vmfs_uuid: String,
+    /// `totalBlocks`.
+    pub total_blocks: i32,
+    /// `resolveStatus`.
+    pub resolve_status: HostUnresolvedVmfsVolumeResolveStatus,
+}
+impl x::SchemaType for HostUnresolvedVmfsVolume {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsVolume";
+}
+impl x::Structure for HostUnresolvedVmfsVolume {}
+impl std::fmt::Debug for HostUnresolvedVmfsVolume {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostUnresolvedVmfsVolume", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostUnresolvedVmfsVolume {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostUnresolvedVmfsVolume {
+    fn clone(&self) -> Self {
+        Self {
+            extent: x::clone_vec(&self.extent),
+            vmfs_label: self.vmfs_label.clone(),
+            vmfs_uuid: self.vmfs_uuid.clone(),
+            total_blocks: self.total_blocks,
+            resolve_status: self.resolve_status.clone(),
+        }
+    }
+}
+impl x::Fields for HostUnresolvedVmfsVolume {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "extent" => r.read_push(&mut self.extent),
+            "vmfsLabel" => r.read(&mut self.vmfs_label),
+            "vmfsUuid" => r.read(&mut self.vmfs_uuid),
+            "totalBlocks" => r.read(&mut self.total_blocks),
+            "resolveStatus" => r.read(&mut self.resolve_status),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("extent", &self.extent);
+        w.write("vmfsLabel", &self.vmfs_label);
+        w.write("vmfsUuid", &self.vmfs_uuid);
+        w.write("totalBlocks", &self.total_blocks);
+        w.write("resolveStatus", &self.resolve_status);
+    }
+}
+impl x::ArrayItem for HostUnresolvedVmfsVolume {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsVolume";
+    const ITEM_TAG: &'static str = "HostUnresolvedVmfsVolume";
+}
+/// `HostUnresolvedVmfsVolumeResolveStatus` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostUnresolvedVmfsVolumeResolveStatus {
+    /// `resolvable`.
+    pub resolvable: bool,
+    /// `incompleteExtents`.
+    pub incomplete_extents: Option<bool>,
+    /// `multipleCopies`.
+    pub multiple_copies: Option<bool>,
+}
+impl x::SchemaType for HostUnresolvedVmfsVolumeResolveStatus {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsVolumeResolveStatus";
+}
+impl x::Structure for HostUnresolvedVmfsVolumeResolveStatus {}
+impl std::fmt::Debug for HostUnresolvedVmfsVolumeResolveStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostUnresolvedVmfsVolumeResolveStatus", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostUnresolvedVmfsVolumeResolveStatus {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostUnresolvedVmfsVolumeResolveStatus {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "resolvable" => r.read(&mut self.resolvable),
+            "incompleteExtents" => r.read_opt(&mut self.incomplete_extents),
+            "multipleCopies" => r.read_opt(&mut self.multiple_copies),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("resolvable", &self.resolvable);
+        w.write_opt("incompleteExtents", &self.incomplete_extents);
+        w.write_opt("multipleCopies", &self.multiple_copies);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostUpgradeFailedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostUpgradeFailedEvent {
+    /// The fields `HostUpgradeFailedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostUpgradeFailedEvent {
+    const TYPE_NAME: &'static str = "HostUpgradeFailedEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostUpgradeFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostUpgradeFailedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostUpgradeFailedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostUpgradeFailedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostUpgradeFailedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostUpgradeFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostUpgradeFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `HostUserWorldSwapNotEnabledEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostUserWorldSwapNotEnabledEvent {
+    /// The fields `HostUserWorldSwapNotEnabledEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for HostUserWorldSwapNotEnabledEvent {
+    const TYPE_NAME: &'static str = "HostUserWorldSwapNotEnabledEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for HostUserWorldSwapNotEnabledEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for HostUserWorldSwapNotEnabledEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostUserWorldSwapNotEnabledEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for HostUserWorldSwapNotEnabledEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for HostUserWorldSwapNotEnabledEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for HostUserWorldSwapNotEnabledEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for HostUserWorldSwapNotEnabledEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+/// `HostVFlashManagerVFlashCacheConfigInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostVFlashManagerVFlashCacheConfigInfo {
+    /// `vFlashModuleConfigOption`.
+    pub vflash_module_config_option: Vec<
+        HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption,
+    >,
+    /// `defaultVFlashModule`.
+    pub default_vflash_module: Option<String>,
+    /// `swapCacheReservationInGB`.
+    pub swap_cache_reservation_in_gb: Option<i64>,
+}
+impl x::SchemaType for HostVFlashManagerVFlashCacheConfigInfo {
+    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashCacheConfigInfo";
+}
+impl x::Structure for HostVFlashManagerVFlashCacheConfigInfo {}
+impl std::fmt::Debug for HostVFlashManagerVFlashCacheConfigInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostVFlashManagerVFlashCacheConfigInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostVFlashManagerVFlashCacheConfigInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostVFlashManagerVFlashCacheConfigInfo {
+    fn clone(&self) -> Self {
+        Self {
+            vflash_module_config_option: x::clone_vec(&self.vflash_module_config_option),
+            default_vflash_module: self.default_vflash_module.clone(),
+            swap_cache_reservation_in_gb: self.swap_cache_reservation_in_gb,
+        }
+    }
+}
+impl x::Fields for HostVFlashManagerVFlashCacheConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vFlashModuleConfigOption" => {
+                r.read_push(&mut self.vflash_module_config_option)
+            }
+            "defaultVFlashModule" => r.read_opt(&mut self.default_vflash_module),
+            "swapCacheReservationInGB" => {
+                r.read_opt(&mut self.swap_cache_reservation_in_gb)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("vFlashModuleConfigOption", &self.vflash_module_config_option);
+        w.write_opt("defaultVFlashModule", &self.default_vflash_module);
+        w.write_opt("swapCacheReservationInGB", &self.swap_cache_reservation_in_gb);
+    }
+}
+/// `HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {
+    /// `vFlashModule`.
+    pub vflash_module: String,
+    /// `vFlashModuleVersion`.
+    pub vflash_module_version: String,
+    /// `minSupportedModuleVersion`.
+    pub min_supported_module_version: String,
+    /// `cacheConsistencyType`.
+    pub cache_consistency_type: ChoiceOption,
+    /// `cacheMode`.
+    pub cache_mode: ChoiceOption,
+    /// `blockSizeInKBOption`.
+    pub block_size_in_kb_option: LongOption,
+    /// `reservationInMBOption`.
+    pub reservation_in_mb_option: LongOption,
+    /// `maxDiskSizeInKB`.
+    pub max_disk_size_in_kb: i64,
+}
+impl x::SchemaType for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {
+    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption";
+}
+impl x::Structure for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {}
+impl std::fmt::Debug for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vFlashModule" => r.read(&mut self.vflash_module),
+            "vFlashModuleVersion" => r.read(&mut self.vflash_module_version),
+            "minSupportedModuleVersion" => r.read(&mut self.min_supported_module_version),
+            "cacheConsistencyType" => r.read(&mut self.cache_consistency_type),
+            "cacheMode" => r.read(&mut self.cache_mode),
+            "blockSizeInKBOption" => r.read(&mut self.block_size_in_kb_option),
+            "reservationInMBOption" => r.read(&mut self.reservation_in_mb_option),
+            "maxDiskSizeInKB" => r.read(&mut self.max_disk_size_in_kb),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vFlashModule", &self.vflash_module);
+        w.write("vFlashModuleVersion", &self.vflash_module_version);
+        w.write("minSupportedModuleVersion", &self.min_supported_module_version);
+        w.write("cacheConsistencyType", &self.cache_consistency_type);
+        w.write("cacheMode", &self.cache_mode);
+        w.write("blockSizeInKBOption", &self.block_size_in_kb_option);
+        w.write("reservationInMBOption", &self.reservation_in_mb_option);
+        w.write("maxDiskSizeInKB", &self.max_disk_size_in_kb);
+    }
+}
+impl x::ArrayItem for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption";
+    const ITEM_TAG: &'static str = "HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption";
+}
+/// `HostVFlashManagerVFlashCacheConfigSpec` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostVFlashManagerVFlashCacheConfigSpec {
+    /// `defaultVFlashModule`.
+    pub default_vflash_module: String,
+    /// `swapCacheReservationInGB`.
+    pub swap_cache_reservation_in_gb: i64,
+}
+impl x::SchemaType for HostVFlashManagerVFlashCacheConfigSpec {
+    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashCacheConfigSpec";
+}
+impl x::Structure for HostVFlashManagerVFlashCacheConfigSpec {}
+impl std::fmt::Debug for HostVFlashManagerVFlashCacheConfigSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostVFlashManagerVFlashCacheConfigSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostVFlashManagerVFlashCacheConfigSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostVFlashManagerVFlashCacheConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "defaultVFlashModule" => r.read(&mut self.default_vflash_module),
+            "swapCacheReservationInGB" => r.read(&mut self.swap_cache_reservation_in_gb),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("defaultVFlashModule", &self.default_vflash_module);
+        w.write("swapCacheReservationInGB", &self.swap_cache_reservation_in_gb);
+    }
+}
+/// `HostVFlashManagerVFlashConfigInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostVFlashManagerVFlashConfigInfo {
+    /// `vFlashResourceConfigInfo`.
+    pub vflash_resource_config_info: Option<HostVFlashManagerVFlashResourceConfigInfo>,
+    /// `vFlashCacheConfigInfo`.
+    pub vflash_cache_config_info: Option<HostVFlashManagerVFlashCacheConfigInfo>,
+}
+impl x::SchemaType for HostVFlashManagerVFlashConfigInfo {
+    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashConfigInfo";
+}
+impl x::Structure for HostVFlashManagerVFlashConfigInfo {}
+impl std::fmt::Debug for HostVFlashManagerVFlashConfigInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostVFlashManagerVFlashConfigInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostVFlashManagerVFlashConfigInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostVFlashManagerVFlashConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vFlashResourceConfigInfo" => {
+                r.read_opt(&mut self.vflash_resource_config_info)
+            }
+            "vFlashCacheConfigInfo" => r.read_opt(&mut self.vflash_cache_config_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vFlashResourceConfigInfo", &self.vflash_resource_config_info);
+        w.write_opt("vFlashCacheConfigInfo", &self.vflash_cache_config_info);
+    }
+}
+/// `HostVFlashManagerVFlashResourceConfigInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostVFlashManagerVFlashResourceConfigInfo {
+    /// `vffs`.
+    pub vffs: Option<HostVffsVolume>,
+    /// `capacity`.
+    pub capacity: i64,
+}
+impl x::SchemaType for HostVFlashManagerVFlashResourceConfigInfo {
+    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashResourceConfigInfo";
+}
+impl x::Structure for HostVFlashManagerVFlashResourceConfigInfo {}
+impl std::fmt::Debug for HostVFlashManagerVFlashResourceConfigInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostVFlashManagerVFlashResourceConfigInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostVFlashManagerVFlashResourceConfigInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostVFlashManagerVFlashResourceConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vffs" => r.read_opt(&mut self.vffs),
+            "capacity" => r.read(&mut self.capacity),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vffs", &self.vffs);
+        w.write("capacity", &self.capacity);
+    }
+}
+/// `HostVFlashManagerVFlashResourceConfigSpec` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostVFlashManagerVFlashResourceConfigSpec {
+    /// `vffsUuid`.
+    pub vffs_uuid: String,
+}
+impl x::SchemaType for HostVFlashManagerVFlashResourceConfigSpec {
+    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashResourceConfigSpec";
+}
+impl x::Structure for HostVFlashManagerVFlashResourceConfigSpec {}
+impl std::fmt::Debug for HostVFlashManagerVFlashResourceConfigSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostVFlashManagerVFlashResourceConfigSpec",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostVFlashManagerVFlashResourceConfigSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostVFlashManagerVFlashResourceConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vffsUuid" => r.read(&mut self.vffs_uuid),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vffsUuid", &self.vffs_uuid);
+    }
+}
+/// `HostVFlashManagerVFlashResourceRunTimeInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostVFlashManagerVFlashResourceRunTimeInfo {
+    /// `usage`.
+    pub usage: i64,
+    /// `capacity`.
+    pub capacity: i64,
+    /// `accessible`.
+    pub accessible: bool,
+    /// `capacityForVmCache`.
+    pub capacity_for_vm_cache: i64,
+    /// `freeForVmCache`.
+    pub free_for_vm_cache: i64,
+}
+impl x::SchemaType for HostVFlashManagerVFlashResourceRunTimeInfo {
+    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashResourceRunTimeInfo";
+}
+impl x::Structure for HostVFlashManagerVFlashResourceRunTimeInfo {}
+impl std::fmt::Debug for HostVFlashManagerVFlashResourceRunTimeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostVFlashManagerVFlashResourceRunTimeInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostVFlashManagerVFlashResourceRunTimeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostVFlashManagerVFlashResourceRunTimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "usage" => r.read(&mut self.usage),
+            "capacity" => r.read(&mut self.capacity),
+            "accessible" => r.read(&mut self.accessible),
+            "capacityForVmCache" => r.read(&mut self.capacity_for_vm_cache),
+            "freeForVmCache" => r.read(&mut self.free_for_vm_cache),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("usage", &self.usage);
+        w.write("capacity", &self.capacity);
+        w.write("accessible", &self.accessible);
+        w.write("capacityForVmCache", &self.capacity_for_vm_cache);
+        w.write("freeForVmCache", &self.free_for_vm_cache);
+    }
+}
+/// `HostVFlashResourceConfigurationResult` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostVFlashResourceConfigurationResult {
+    /// `devicePath`.
+    pub device_path: Vec<String>,
+    /// `vffs`.
+    pub vffs: Option<HostVffsVolume>,
+    /// `diskConfigurationResult`.
+    pub disk_configuration_result: Vec<HostDiskConfigurationResult>,
+}
+impl x::SchemaType for HostVFlashResourceConfigurationResult {
+    const TYPE_NAME: &'static str = "HostVFlashResourceConfigurationResult";
+}
+impl x::Structure for HostVFlashResourceConfigurationResult {}
+impl std::fmt::Debug for HostVFlashResourceConfigurationResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostVFlashResourceConfigurationResult", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostVFlashResourceConfigurationResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostVFlashResourceConfigurationResult {
+    fn clone(&self) -> Self {
+        Self {
+            device_path: x::clone_vec(&self.device_path),
+            vffs: self.vffs.clone(),
+            disk_configuration_result: x::clone_vec(&self.disk_configuration_result),
+        }
+    }
+}
+impl x::Fields for HostVFlashResourceConfigurationResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "devicePath" => r.read_push(&mut self.device_path),
+            "vffs" => r.read_opt(&mut self.vffs),
+            "diskConfigurationResult" => r.read_push(&mut self.disk_configuration_result),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("devicePath", &self.device_path);
+        w.write_opt("vffs", &self.vffs);
+        w.write_vec("diskConfigurationResult", &self.disk_configuration_result);
+    }
+}
+/// `HostVMotionCompatibility` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostVMotionCompatibility {
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+    /// `compatibility`.
+    pub compatibility: Vec<String>,
+}
+impl x::SchemaType for HostVMotionCompatibility {
+    const TYPE_NAME: &'static str = "HostVMotionCompatibility";
+}
+impl x::Structure for HostVMotionCompatibility {}
+impl std::fmt::Debug for HostVMotionCompatibility {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostVMotionCompatibility", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostVMotionCompatibility {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostVMotionCompatibility {
+    fn clone(&self) -> Self {
+        Self {
+            host: self.host.clone(),
+            compatibility: x::clone_vec(&self.compatibility),
+        }
+    }
+}
+impl x::Fields for HostVMotionCompatibility {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "compatibility" => r.read_push(&mut self.compatibility),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("host", &self.host);
+        w.write_vec("compatibility", &self.compatibility);
+    }
+}
+impl x::ArrayItem for HostVMotionCompatibility {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVMotionCompatibility";
+    const ITEM_TAG: &'static str = "HostVMotionCompatibility";
+}
+/// `HostVMotionConfig` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostVMotionConfig {
+    /// `vmotionNicKey`.
+    pub vmotion_nic_key: Option<String>,
+    /// `enabled`.
+    pub enabled: bool,
+}
+impl x::SchemaType for HostVMotionConfig {
+    const TYPE_NAME: &'static str = "HostVMotionConfig";
+}
+impl x::Structure for HostVMotionConfig {}
+impl std::fmt::Debug for HostVMotionConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostVMotionConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostVMotionConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostVMotionConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vmotionNicKey" => r.read_opt(&mut self.vmotion_nic_key),
+            "enabled" => r.read(&mut self.enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vmotionNicKey", &self.vmotion_nic_key);
+        w.write("enabled", &self.enabled);
+    }
+}
+/// `HostVMotionInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostVMotionInfo {
+    /// `netConfig`.
+    pub net_config: Option<HostVMotionNetConfig>,
+    /// `ipConfig`.
+    pub ip_config: Option<HostIpConfig>,
+}
+impl x::SchemaType for HostVMotionInfo {
+    const TYPE_NAME: &'static str = "HostVMotionInfo";
+}
+impl x::Structure for HostVMotionInfo {}
+impl std::fmt::Debug for HostVMotionInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostVMotionInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostVMotionInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostVMotionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "netConfig" => r.read_opt(&mut self.net_config),
+            "ipConfig" => r.read_opt(&mut self.ip_config),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("netConfig", &self.net_config);
+        w.write_opt("ipConfig", &self.ip_config);
+    }
+}
+/// `HostVMotionManagerDstInstantCloneResult` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostVMotionManagerDstInstantCloneResult {
+    /// `dstVmId`.
+    pub dst_vm_id: Option<i32>,
+    /// `startTime`.
+    pub start_time: Option<i64>,
+    /// `cptLoadTime`.
+    pub cpt_load_time: Option<i64>,
+    /// `cptLoadDoneTime`.
+    pub cpt_load_done_time: Option<i64>,
+    /// `replicateMemDoneTime`.
+    pub replicate_mem_done_time: Option<i64>,
+    /// `endTime`.
+    pub end_time: Option<i64>,
+    /// `cptXferTime`.
+    pub cpt_xfer_time: Option<i64>,
+    /// `cptCacheUsed`.
+    pub cpt_cache_used: Option<i64>,
+    /// `devCptStreamSize`.
+    pub dev_cpt_stream_size: Option<i64>,
+    /// `devCptStreamTime`.
+    pub dev_cpt_stream_time: Option<i64>,
+}
+impl x::SchemaType for HostVMotionManagerDstInstantCloneResult {
+    const TYPE_NAME: &'static str = "HostVMotionManagerDstInstantCloneResult";
+}
+impl x::Structure for HostVMotionManagerDstInstantCloneResult {}
+impl std::fmt::Debug for HostVMotionManagerDstInstantCloneResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostVMotionManagerDstInstantCloneResult",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostVMotionManagerDstInstantCloneResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostVMotionManagerDstInstantCloneResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dstVmId" => r.read_opt(&mut self.dst_vm_id),
+            "startTime" => r.read_opt(&mut self.start_time),
+            "cptLoadTime" => r.read_opt(&mut self.cpt_load_time),
+            "cptLoadDoneTime" => r.read_opt(&mut self.cpt_load_done_time),
+            "replicateMemDoneTime" => r.read_opt(&mut self.replicate_mem_done_time),
+            "endTime" => r.read_opt(&mut self.end_time),
+            "cptXferTime" => r.read_opt(&mut self.cpt_xfer_time),
+            "cptCacheUsed" => r.read_opt(&mut self.cpt_cache_used),
+            "devCptStreamSize" => r.read_opt(&mut self.dev_cpt_stream_size),
+            "devCptStreamTime" => r.read_opt(&mut self.dev_cpt_stream_time),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("dstVmId", &self.dst_vm_id);
+        w.write_opt("startTime", &self.start_time);
+        w.write_opt("cptLoadTime", &self.cpt_load_time);
+        w.write_opt("cptLoadDoneTime", &self.cpt_load_done_time);
+        w.write_opt("replicateMemDoneTime", &self.replicate_mem_done_time);
+        w.write_opt("endTime", &self.end_time);
+        w.write_opt("cptXferTime", &self.cpt_xfer_time);
+        w.write_opt("cptCacheUsed", &self.cpt_cache_used);
+        w.write_opt("devCptStreamSize", &self.dev_cpt_stream_size);
+        w.write_opt("devCptStreamTime", &self.dev_cpt_stream_time);
+    }
+}
+/// `HostVMotionManagerSrcInstantCloneResult` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostVMotionManagerSrcInstantCloneResult {
+    /// `startTime`.
+    pub start_time: Option<i64>,
+    /// `quiesceTime`.
+    pub quiesce_time: Option<i64>,
+    /// `quiesceDoneTime`.
+    pub quiesce_done_time: Option<i64>,
+    /// `resumeDoneTime`.
+    pub resume_done_time: Option<i64>,
+    /// `endTime`.
+    pub end_time: Option<i64>,
+}
+impl x::SchemaType for HostVMotionManagerSrcInstantCloneResult {
+    const TYPE_NAME: &'static str = "HostVMotionManagerSrcInstantCloneResult";
+}
+impl x::Structure for HostVMotionManagerSrcInstantCloneResult {}
+impl std::fmt::Debug for HostVMotionManagerSrcInstantCloneResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "HostVMotionManagerSrcInstantCloneResult",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for HostVMotionManagerSrcInstantCloneResult {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostVMotionManagerSrcInstantCloneResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "startTime" => r.read_opt(&mut self.start_time),
+            "quiesceTime" => r.read_opt(&mut self.quiesce_time),
+            "quiesceDoneTime" => r.read_opt(&mut self.quiesce_done_time),
+            "resumeDoneTime" => r.read_opt(&mut self.resume_done_time),
+            "endTime" => r.read_opt(&mut self.end_time),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("startTime", &self.start_time);
+        w.write_opt("quiesceTime", &self.quiesce_time);
+        w.write_opt("quiesceDoneTime", &self.quiesce_done_time);
+        w.write_opt("resumeDoneTime", &self.resume_done_time);
+        w.write_opt("endTime", &self.end_time);
+    }
+}
+/// `HostVMotionNetConfig` (extends `DynamicData`).
+#[derive(Default)]
+pub struct HostVMotionNetConfig {
+    /// `candidateVnic`.
+    pub candidate_vnic: Vec<HostVirtualNic>,
+    /// `selectedVnic`.
+    pub selected_vnic: Option<String>,
+}
+impl x::SchemaType for HostVMotionNetConfig {
+    const TYPE_NAME: &'static str = "HostVMotionNetConfig";
+}
+impl x::Structure for HostVMotionNetConfig {}
+impl std::fmt::Debug for HostVMotionNetConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostVMotionNetConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostVMotionNetConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for HostVMotionNetConfig {
+    fn clone(&self) -> Self {
+        Self {
+            candidate_vnic: x::clone_vec(&self.candidate_vnic),
+            selected_vnic: self.selected_vnic.clone(),
+        }
+    }
+}
+impl x::Fields for HostVMotionNetConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "candidateVnic" => r.read_push(&mut self.candidate_vnic),
+            "selectedVnic" => r.read_opt(&mut self.selected_vnic),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("candidateVnic", &self.candidate_vnic);
+        w.write_opt("selectedVnic", &self.selected_vnic);
+    }
+}
+/// `HostVfatVolume` (extends `HostFileSystemVolume`).
+///
+/// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct HostVfatVolume {
+    /// The fields `HostVfatVolume` inherits from `HostFileSystemVolume`.
+    pub host_file_system_volume: HostFileSystemVolume,
+}
+impl x::SchemaType for HostVfatVolume {
+    const TYPE_NAME: &'static str = "HostVfatVolume";
+}
+impl x::Structure for HostVfatVolume {}
+impl std::fmt::Debug for HostVfatVolume {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostVfatVolume", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostVfatVolume {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for HostVfatVolume {
+    type Target = HostFileSystemVolume;
+    #[inline]
+    fn deref(&self) -> &HostFileSystemVolume {
+        &self.host_file_system_volume
+    }
+}
+impl std::ops::DerefMut for HostVfatVolume {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostFileSystemVolume {
+        &mut self.host_file_system_volume
+    }
+}
+impl x::Fields for HostVfatVolume {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_file_system_volume, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_file_system_volume, w);
+    }
+}
+/// `HostVffsSpec` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostVffsSpec {
+    /// `devicePath`.
+    pub device_path: String,
+    /// `partition`.
+    pub partition: Option<HostDiskPartitionSpec>,
+    /// `majorVersion`.
+    pub major_version: i32,
+    /// `volumeName`.
+    pub volume_name: String,
+}
+impl x::SchemaType for HostVffsSpec {
+    const TYPE_NAME: &'static str = "HostVffsSpec";
+}
+impl x::Structure for HostVffsSpec {}
+impl std::fmt::Debug for HostVffsSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "HostVffsSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for HostVffsSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for HostVffsSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "devicePath" => r.read(&mut self.device_path),
+            "partition" => r.read_opt(&mut self.partition),
+            "majorVersion" => r.read(&mut self.major_version),
+            "volumeName" => r.read(&mut self.volume_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("devicePath", &self.device_path);
+        w.write_opt("partition", &self.partition);
+        w.write("majorVersion", &self.major_version);
+        w.write("volumeName", &self.volume_name);
+    }
+}
+/// `HostVffsVolume` (extends `HostFileSystemVolume`).
 ///
 /// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
 #[derive(Default)]
-pub struct HostVmfsVolume {
-    /// The fields `HostVmfsVolume` inherits from `HostFileSystemVolume`.
+pub struct HostVffsVolume {
+    /// The fields `HostVffsVolume` inherits from `HostFileSystemVolume`.
     pub host_file_system_volume: HostFileSystemVolume,
-    /// `blockSizeMb`.
-    pub block_size_mb: i32,
-    /// `blockSize`.
-    pub block_size: Option<i32>,
-    /// `unmapGranularity`.
-    pub unmap_granularity: Option<i32>,
-    /// `unmapPriority`.
-    pub unmap_priority: Option<String>,
-    /// `unmapBandwidthSpec`.
-    pub unmap_bandwidth_spec: Option<VmfsUnmapBandwidthSpec>,
-    /// `maxBlocks`.
-    pub max_blocks: i32,
     /// `majorVersion`.
     pub major_version: i32,
     /// `version`.
@@ -673,88 +2773,56 @@ pub struct HostVmfsVolume {
     pub uuid: String,
     /// `extent`.
     pub extent: Vec<HostScsiDiskPartition>,
-    /// `vmfsUpgradable`.
-    pub vmfs_upgradable: bool,
-    /// `forceMountedInfo`.
-    pub force_mounted_info: Option<HostForceMountedInfo>,
-    /// `ssd`.
-    pub ssd: Option<bool>,
-    /// `local`.
-    pub local: Option<bool>,
-    /// `scsiDiskType`.
-    pub scsi_disk_type: Option<String>,
 }
-impl x::SchemaType for HostVmfsVolume {
-    const TYPE_NAME: &'static str = "HostVmfsVolume";
+impl x::SchemaType for HostVffsVolume {
+    const TYPE_NAME: &'static str = "HostVffsVolume";
 }
-impl x::Structure for HostVmfsVolume {}
-impl std::fmt::Debug for HostVmfsVolume {
+impl x::Structure for HostVffsVolume {}
+impl std::fmt::Debug for HostVffsVolume {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostVffsVolume", x::fields_ref(self))
     }
 }
-impl PartialEq for HostVmfsVolume {
+impl PartialEq for HostVffsVolume {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl Clone for HostVmfsVolume {
+impl Clone for HostVffsVolume {
     fn clone(&self) -> Self {
         Self {
             host_file_system_volume: self.host_file_system_volume.clone(),
-            block_size_mb: self.block_size_mb,
-            block_size: self.block_size,
-            unmap_granularity: self.unmap_granularity,
-            unmap_priority: self.unmap_priority.clone(),
-            unmap_bandwidth_spec: self.unmap_bandwidth_spec.clone(),
-            max_blocks: self.max_blocks,
             major_version: self.major_version,
             version: self.version.clone(),
             uuid: self.uuid.clone(),
             extent: x::clone_vec(&self.extent),
-            vmfs_upgradable: self.vmfs_upgradable,
-            force_mounted_info: self.force_mounted_info.clone(),
-            ssd: self.ssd,
-            local: self.local,
-            scsi_disk_type: self.scsi_disk_type.clone(),
         }
     }
 }
-impl std::ops::Deref for HostVmfsVolume {
+impl std::ops::Deref for HostVffsVolume {
     type Target = HostFileSystemVolume;
     #[inline]
     fn deref(&self) -> &HostFileSystemVolume {
         &self.host_file_system_volume
     }
 }
-impl std::ops::DerefMut for HostVmfsVolume {
+impl std::ops::DerefMut for HostVffsVolume {
     #[inline]
     fn deref_mut(&mut self) -> &mut HostFileSystemVolume {
         &mut self.host_file_system_volume
     }
 }
-impl x::Fields for HostVmfsVolume {
+impl x::Fields for HostVffsVolume {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "blockSizeMb" => r.read(&mut self.block_size_mb),
-            "blockSize" => r.read_opt(&mut self.block_size),
-            "unmapGranularity" => r.read_opt(&mut self.unmap_granularity),
-            "unmapPriority" => r.read_opt(&mut self.unmap_priority),
-            "unmapBandwidthSpec" => r.read_opt(&mut self.unmap_bandwidth_spec),
-            "maxBlocks" => r.read(&mut self.max_blocks),
             "majorVersion" => r.read(&mut self.major_version),
             "version" => r.read(&mut self.version),
             "uuid" => r.read(&mut self.uuid),
             "extent" => r.read_push(&mut self.extent),
-            "vmfsUpgradable" => r.read(&mut self.vmfs_upgradable),
-            "forceMountedInfo" => r.read_opt(&mut self.force_mounted_info),
-            "ssd" => r.read_opt(&mut self.ssd),
-            "local" => r.read_opt(&mut self.local),
-            "scsiDiskType" => r.read_opt(&mut self.scsi_disk_type),
             _ => {
                 return x::Fields::decode_field(
                     &mut self.host_file_system_volume,
@@ -768,123 +2836,56 @@ impl x::Fields for HostVmfsVolume {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.host_file_system_volume, w);
-        w.write("blockSizeMb", &self.block_size_mb);
-        w.write_opt("blockSize", &self.block_size);
-        w.write_opt("unmapGranularity", &self.unmap_granularity);
-        w.write_opt("unmapPriority", &self.unmap_priority);
-        w.write_opt("unmapBandwidthSpec", &self.unmap_bandwidth_spec);
-        w.write("maxBlocks", &self.max_blocks);
         w.write("majorVersion", &self.major_version);
         w.write("version", &self.version);
         w.write("uuid", &self.uuid);
         w.write_vec("extent", &self.extent);
-        w.write("vmfsUpgradable", &self.vmfs_upgradable);
-        w.write_opt("forceMountedInfo", &self.force_mounted_info);
-        w.write_opt("ssd", &self.ssd);
-        w.write_opt("local", &self.local);
-        w.write_opt("scsiDiskType", &self.scsi_disk_type);
     }
 }
-#[cfg(feature = "all-events")]
-/// `HostVnicConnectedToCustomizedDVPortEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+/// `HostVirtualNic` (extends `DynamicData`).
 #[derive(Clone, Default)]
-pub struct HostVnicConnectedToCustomizedDVPortEvent {
-    /// The fields `HostVnicConnectedToCustomizedDVPortEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `vnic`.
-    pub vnic: VnicPortArgument,
-    /// `prevPortKey`.
-    pub prev_port_key: Option<String>,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostVnicConnectedToCustomizedDVPortEvent {
-    const TYPE_NAME: &'static str = "HostVnicConnectedToCustomizedDVPortEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HostVnicConnectedToCustomizedDVPortEvent {}
-#[cfg(feature = "all-events")]
-impl std::fmt::Debug for HostVnicConnectedToCustomizedDVPortEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-events")]
-impl PartialEq for HostVnicConnectedToCustomizedDVPortEvent {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostVnicConnectedToCustomizedDVPortEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostVnicConnectedToCustomizedDVPortEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostVnicConnectedToCustomizedDVPortEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vnic" => r.read(&mut self.vnic),
-            "prevPortKey" => r.read_opt(&mut self.prev_port_key),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write("vnic", &self.vnic);
-        w.write_opt("prevPortKey", &self.prev_port_key);
-    }
-}
-/// `HostVsanInternalSystemCmmdsQuery` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HostVsanInternalSystemCmmdsQuery {
-    /// `type`.
-    pub type_: Option<String>,
-    /// `uuid`.
-    pub uuid: Option<String>,
+pub struct HostVirtualNic {
+    /// `device`.
+    pub device: String,
+    /// `key`.
+    pub key: String,
+    /// `portgroup`.
+    pub portgroup: String,
+    /// `spec`.
+    pub spec: HostVirtualNicSpec,
+    /// `port`.
+    pub port: Option<String>,
     /// `owner`.
+    ///
+    /// Since vSphere API 9.0.0.0.
     pub owner: Option<String>,
 }
-impl x::SchemaType for HostVsanInternalSystemCmmdsQuery {
-    const TYPE_NAME: &'static str = "HostVsanInternalSystemCmmdsQuery";
+impl x::SchemaType for HostVirtualNic {
+    const TYPE_NAME: &'static str = "HostVirtualNic";
 }
-impl x::Structure for HostVsanInternalSystemCmmdsQuery {}
-impl std::fmt::Debug for HostVsanInternalSystemCmmdsQuery {
+impl x::Structure for HostVirtualNic {}
+impl std::fmt::Debug for HostVirtualNic {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostVirtualNic", x::fields_ref(self))
     }
 }
-impl PartialEq for HostVsanInternalSystemCmmdsQuery {
+impl PartialEq for HostVirtualNic {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for HostVsanInternalSystemCmmdsQuery {
+impl x::Fields for HostVirtualNic {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "type" => r.read_opt(&mut self.type_),
-            "uuid" => r.read_opt(&mut self.uuid),
+            "device" => r.read(&mut self.device),
+            "key" => r.read(&mut self.key),
+            "portgroup" => r.read(&mut self.portgroup),
+            "spec" => r.read(&mut self.spec),
+            "port" => r.read_opt(&mut self.port),
             "owner" => r.read_opt(&mut self.owner),
             _ => return Ok(false),
         };
@@ -892,676 +2893,290 @@ impl x::Fields for HostVsanInternalSystemCmmdsQuery {
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("type", &self.type_);
-        w.write_opt("uuid", &self.uuid);
-        w.write_opt("owner", &self.owner);
-    }
-}
-impl x::ArrayItem for HostVsanInternalSystemCmmdsQuery {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVsanInternalSystemCmmdsQuery";
-    const ITEM_TAG: &'static str = "HostVsanInternalSystemCmmdsQuery";
-}
-/// `HostVsanInternalSystemDeleteVsanObjectsResult` (extends `DynamicData`).
-#[derive(Default)]
-pub struct HostVsanInternalSystemDeleteVsanObjectsResult {
-    /// `uuid`.
-    pub uuid: String,
-    /// `success`.
-    pub success: bool,
-    /// `failureReason`.
-    pub failure_reason: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for HostVsanInternalSystemDeleteVsanObjectsResult {
-    const TYPE_NAME: &'static str = "HostVsanInternalSystemDeleteVsanObjectsResult";
-}
-impl x::Structure for HostVsanInternalSystemDeleteVsanObjectsResult {}
-impl std::fmt::Debug for HostVsanInternalSystemDeleteVsanObjectsResult {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostVsanInternalSystemDeleteVsanObjectsResult {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for HostVsanInternalSystemDeleteVsanObjectsResult {
-    fn clone(&self) -> Self {
-        Self {
-            uuid: self.uuid.clone(),
-            success: self.success,
-            failure_reason: x::clone_vec(&self.failure_reason),
+        w.write("device", &self.device);
+        w.write("key", &self.key);
+        w.write("portgroup", &self.portgroup);
+        w.write("spec", &self.spec);
+        w.write_opt("port", &self.port);
+        if w.since(0x0900_0000, "HostVirtualNic.owner", self.owner.is_some()) {
+            w.write_opt("owner", &self.owner);
         }
     }
 }
-impl x::Fields for HostVsanInternalSystemDeleteVsanObjectsResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "uuid" => r.read(&mut self.uuid),
-            "success" => r.read(&mut self.success),
-            "failureReason" => r.read_push(&mut self.failure_reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("uuid", &self.uuid);
-        w.write("success", &self.success);
-        w.write_vec("failureReason", &self.failure_reason);
-    }
+impl x::ArrayItem for HostVirtualNic {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVirtualNic";
+    const ITEM_TAG: &'static str = "HostVirtualNic";
 }
-impl x::ArrayItem for HostVsanInternalSystemDeleteVsanObjectsResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult";
-    const ITEM_TAG: &'static str = "HostVsanInternalSystemDeleteVsanObjectsResult";
-}
-/// `HostVsanInternalSystemVsanObjectOperationResult` (extends `DynamicData`).
-#[derive(Default)]
-pub struct HostVsanInternalSystemVsanObjectOperationResult {
-    /// `uuid`.
-    pub uuid: String,
-    /// `failureReason`.
-    pub failure_reason: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for HostVsanInternalSystemVsanObjectOperationResult {
-    const TYPE_NAME: &'static str = "HostVsanInternalSystemVsanObjectOperationResult";
-}
-impl x::Structure for HostVsanInternalSystemVsanObjectOperationResult {}
-impl std::fmt::Debug for HostVsanInternalSystemVsanObjectOperationResult {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostVsanInternalSystemVsanObjectOperationResult {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for HostVsanInternalSystemVsanObjectOperationResult {
-    fn clone(&self) -> Self {
-        Self {
-            uuid: self.uuid.clone(),
-            failure_reason: x::clone_vec(&self.failure_reason),
-        }
-    }
-}
-impl x::Fields for HostVsanInternalSystemVsanObjectOperationResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "uuid" => r.read(&mut self.uuid),
-            "failureReason" => r.read_push(&mut self.failure_reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("uuid", &self.uuid);
-        w.write_vec("failureReason", &self.failure_reason);
-    }
-}
-impl x::ArrayItem for HostVsanInternalSystemVsanObjectOperationResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVsanInternalSystemVsanObjectOperationResult";
-    const ITEM_TAG: &'static str = "HostVsanInternalSystemVsanObjectOperationResult";
-}
-/// `HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult` (extends `DynamicData`).
+/// `HostVirtualNicConfig` (extends `DynamicData`).
 #[derive(Clone, Default)]
-pub struct HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
-    /// `diskUuid`.
-    pub disk_uuid: String,
-    /// `success`.
-    pub success: bool,
-    /// `failureReason`.
-    pub failure_reason: Option<String>,
+pub struct HostVirtualNicConfig {
+    /// `changeOperation`.
+    pub change_operation: Option<String>,
+    /// `device`.
+    pub device: Option<String>,
+    /// `portgroup`.
+    pub portgroup: String,
+    /// `spec`.
+    pub spec: Option<HostVirtualNicSpec>,
 }
-impl x::SchemaType for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
-    const TYPE_NAME: &'static str = "HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult";
+impl x::SchemaType for HostVirtualNicConfig {
+    const TYPE_NAME: &'static str = "HostVirtualNicConfig";
 }
-impl x::Structure for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {}
-impl std::fmt::Debug for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
+impl x::Structure for HostVirtualNicConfig {}
+impl std::fmt::Debug for HostVirtualNicConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostVirtualNicConfig", x::fields_ref(self))
     }
 }
-impl PartialEq for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
+impl PartialEq for HostVirtualNicConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
+impl x::Fields for HostVirtualNicConfig {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "diskUuid" => r.read(&mut self.disk_uuid),
-            "success" => r.read(&mut self.success),
-            "failureReason" => r.read_opt(&mut self.failure_reason),
+            "changeOperation" => r.read_opt(&mut self.change_operation),
+            "device" => r.read_opt(&mut self.device),
+            "portgroup" => r.read(&mut self.portgroup),
+            "spec" => r.read_opt(&mut self.spec),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("diskUuid", &self.disk_uuid);
-        w.write("success", &self.success);
-        w.write_opt("failureReason", &self.failure_reason);
+        w.write_opt("changeOperation", &self.change_operation);
+        w.write_opt("device", &self.device);
+        w.write("portgroup", &self.portgroup);
+        w.write_opt("spec", &self.spec);
     }
 }
-impl x::ArrayItem for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult";
-    const ITEM_TAG: &'static str = "HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult";
+impl x::ArrayItem for HostVirtualNicConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVirtualNicConfig";
+    const ITEM_TAG: &'static str = "HostVirtualNicConfig";
 }
-/// `HostVvolNQN` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.2.0.
+/// `HostVirtualNicConnection` (extends `DynamicData`).
 #[derive(Clone, Default)]
-pub struct HostVvolNQN {
-    /// `targetNQN`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub target_nqn: String,
-    /// `storageArray`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub storage_array: String,
-    /// `online`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub online: bool,
+pub struct HostVirtualNicConnection {
+    /// `portgroup`.
+    pub portgroup: Option<String>,
+    /// `dvPort`.
+    pub dv_port: Option<DistributedVirtualSwitchPortConnection>,
+    /// `opNetwork`.
+    pub op_network: Option<HostVirtualNicOpaqueNetworkSpec>,
 }
-impl x::SchemaType for HostVvolNQN {
-    const TYPE_NAME: &'static str = "HostVvolNQN";
+impl x::SchemaType for HostVirtualNicConnection {
+    const TYPE_NAME: &'static str = "HostVirtualNicConnection";
 }
-impl x::Structure for HostVvolNQN {}
-impl std::fmt::Debug for HostVvolNQN {
+impl x::Structure for HostVirtualNicConnection {}
+impl std::fmt::Debug for HostVirtualNicConnection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostVirtualNicConnection", x::fields_ref(self))
     }
 }
-impl PartialEq for HostVvolNQN {
+impl PartialEq for HostVirtualNicConnection {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for HostVvolNQN {
+impl x::Fields for HostVirtualNicConnection {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "targetNQN" => r.read(&mut self.target_nqn),
-            "storageArray" => r.read(&mut self.storage_array),
-            "online" => r.read(&mut self.online),
+            "portgroup" => r.read_opt(&mut self.portgroup),
+            "dvPort" => r.read_opt(&mut self.dv_port),
+            "opNetwork" => r.read_opt(&mut self.op_network),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0200, "type HostVvolNQN", true);
-        w.write("targetNQN", &self.target_nqn);
-        w.write("storageArray", &self.storage_array);
-        w.write("online", &self.online);
+        w.write_opt("portgroup", &self.portgroup);
+        w.write_opt("dvPort", &self.dv_port);
+        w.write_opt("opNetwork", &self.op_network);
     }
 }
-impl x::ArrayItem for HostVvolNQN {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVvolNQN";
-    const ITEM_TAG: &'static str = "HostVvolNQN";
+/// `HostVirtualNicIpRouteSpec` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostVirtualNicIpRouteSpec {
+    /// `ipRouteConfig`.
+    pub ip_route_config: Option<AnyHostIpRouteConfig>,
 }
-/// `HostVvolVolume` (extends `HostFileSystemVolume`).
-///
-/// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
-#[derive(Default)]
-pub struct HostVvolVolume {
-    /// The fields `HostVvolVolume` inherits from `HostFileSystemVolume`.
-    pub host_file_system_volume: HostFileSystemVolume,
-    /// `scId`.
-    pub sc_id: String,
-    /// `hostPE`.
-    pub host_pe: Vec<VVolHostPE>,
-    /// `hostVvolNQN`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub host_vvol_nqn: Vec<HostVvolVolumeHostVvolNQN>,
-    /// `vasaProviderInfo`.
-    pub vasa_provider_info: Vec<VimVasaProviderInfo>,
-    /// `storageArray`.
-    pub storage_array: Vec<VASAStorageArray>,
-    /// `protocolEndpointType`.
-    ///
-    /// Since vSphere API 8.0.0.0.
-    pub protocol_endpoint_type: Option<String>,
-    /// `vvolNQNFieldsAvailable`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub vvol_nqn_fields_available: Option<bool>,
-    /// `stretched`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub stretched: Option<bool>,
+impl x::SchemaType for HostVirtualNicIpRouteSpec {
+    const TYPE_NAME: &'static str = "HostVirtualNicIpRouteSpec";
 }
-impl x::SchemaType for HostVvolVolume {
-    const TYPE_NAME: &'static str = "HostVvolVolume";
-}
-impl x::Structure for HostVvolVolume {}
-impl std::fmt::Debug for HostVvolVolume {
+impl x::Structure for HostVirtualNicIpRouteSpec {}
+impl std::fmt::Debug for HostVirtualNicIpRouteSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostVirtualNicIpRouteSpec", x::fields_ref(self))
     }
 }
-impl PartialEq for HostVvolVolume {
+impl PartialEq for HostVirtualNicIpRouteSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl Clone for HostVvolVolume {
-    fn clone(&self) -> Self {
-        Self {
-            host_file_system_volume: self.host_file_system_volume.clone(),
-            sc_id: self.sc_id.clone(),
-            host_pe: x::clone_vec(&self.host_pe),
-            host_vvol_nqn: x::clone_vec(&self.host_vvol_nqn),
-            vasa_provider_info: x::clone_vec(&self.vasa_provider_info),
-            storage_array: x::clone_vec(&self.storage_array),
-            protocol_endpoint_type: self.protocol_endpoint_type.clone(),
-            vvol_nqn_fields_available: self.vvol_nqn_fields_available,
-            stretched: self.stretched,
-        }
-    }
-}
-impl std::ops::Deref for HostVvolVolume {
-    type Target = HostFileSystemVolume;
-    #[inline]
-    fn deref(&self) -> &HostFileSystemVolume {
-        &self.host_file_system_volume
-    }
-}
-impl std::ops::DerefMut for HostVvolVolume {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostFileSystemVolume {
-        &mut self.host_file_system_volume
-    }
-}
-impl x::Fields for HostVvolVolume {
+impl x::Fields for HostVirtualNicIpRouteSpec {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "scId" => r.read(&mut self.sc_id),
-            "hostPE" => r.read_push(&mut self.host_pe),
-            "hostVvolNQN" => r.read_push(&mut self.host_vvol_nqn),
-            "vasaProviderInfo" => r.read_push(&mut self.vasa_provider_info),
-            "storageArray" => r.read_push(&mut self.storage_array),
-            "protocolEndpointType" => r.read_opt(&mut self.protocol_endpoint_type),
-            "vvolNQNFieldsAvailable" => r.read_opt(&mut self.vvol_nqn_fields_available),
-            "stretched" => r.read_opt(&mut self.stretched),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_file_system_volume,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_file_system_volume, w);
-        w.write("scId", &self.sc_id);
-        w.write_vec("hostPE", &self.host_pe);
-        if w
-            .since(
-                0x0800_0200,
-                "HostVvolVolume.hostVvolNQN",
-                !self.host_vvol_nqn.is_empty(),
-            )
-        {
-            w.write_vec("hostVvolNQN", &self.host_vvol_nqn);
-        }
-        w.write_vec("vasaProviderInfo", &self.vasa_provider_info);
-        w.write_vec("storageArray", &self.storage_array);
-        if w
-            .since(
-                0x0800_0000,
-                "HostVvolVolume.protocolEndpointType",
-                self.protocol_endpoint_type.is_some(),
-            )
-        {
-            w.write_opt("protocolEndpointType", &self.protocol_endpoint_type);
-        }
-        if w
-            .since(
-                0x0800_0200,
-                "HostVvolVolume.vvolNQNFieldsAvailable",
-                self.vvol_nqn_fields_available.is_some(),
-            )
-        {
-            w.write_opt("vvolNQNFieldsAvailable", &self.vvol_nqn_fields_available);
-        }
-        if w.since(0x0800_0300, "HostVvolVolume.stretched", self.stretched.is_some()) {
-            w.write_opt("stretched", &self.stretched);
-        }
-    }
-}
-/// `HostVvolVolumeHostVvolNQN` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.2.0.
-#[derive(Default)]
-pub struct HostVvolVolumeHostVvolNQN {
-    /// `host`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub host: Option<x::ManagedObjectReference>,
-    /// `vvolNQN`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub vvol_nqn: Vec<HostVvolNQN>,
-}
-impl x::SchemaType for HostVvolVolumeHostVvolNQN {
-    const TYPE_NAME: &'static str = "HostVvolVolumeHostVvolNQN";
-}
-impl x::Structure for HostVvolVolumeHostVvolNQN {}
-impl std::fmt::Debug for HostVvolVolumeHostVvolNQN {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HostVvolVolumeHostVvolNQN {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for HostVvolVolumeHostVvolNQN {
-    fn clone(&self) -> Self {
-        Self {
-            host: self.host.clone(),
-            vvol_nqn: x::clone_vec(&self.vvol_nqn),
-        }
-    }
-}
-impl x::Fields for HostVvolVolumeHostVvolNQN {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read_opt(&mut self.host),
-            "vvolNQN" => r.read_push(&mut self.vvol_nqn),
+            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0200, "type HostVvolVolumeHostVvolNQN", true);
-        w.write_opt("host", &self.host);
-        w.write_vec("vvolNQN", &self.vvol_nqn);
+        w.write_opt("ipRouteConfig", &self.ip_route_config);
     }
 }
-impl x::ArrayItem for HostVvolVolumeHostVvolNQN {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVvolVolumeHostVvolNQN";
-    const ITEM_TAG: &'static str = "HostVvolVolumeHostVvolNQN";
-}
-/// `HostVvolVolumeSpecification` (extends `DynamicData`).
+/// `HostVirtualNicManagerInfo` (extends `DynamicData`).
 #[derive(Default)]
-pub struct HostVvolVolumeSpecification {
-    /// `maxSizeInMB`.
-    pub max_size_in_mb: i64,
-    /// `volumeName`.
-    pub volume_name: String,
-    /// `vasaProviderInfo`.
-    pub vasa_provider_info: Vec<VimVasaProviderInfo>,
-    /// `storageArray`.
-    pub storage_array: Vec<VASAStorageArray>,
-    /// `uuid`.
-    pub uuid: String,
-    /// `stretched`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub stretched: Option<bool>,
+pub struct HostVirtualNicManagerInfo {
+    /// `netConfig`.
+    pub net_config: Vec<VirtualNicManagerNetConfig>,
 }
-impl x::SchemaType for HostVvolVolumeSpecification {
-    const TYPE_NAME: &'static str = "HostVvolVolumeSpecification";
+impl x::SchemaType for HostVirtualNicManagerInfo {
+    const TYPE_NAME: &'static str = "HostVirtualNicManagerInfo";
 }
-impl x::Structure for HostVvolVolumeSpecification {}
-impl std::fmt::Debug for HostVvolVolumeSpecification {
+impl x::Structure for HostVirtualNicManagerInfo {}
+impl std::fmt::Debug for HostVirtualNicManagerInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostVirtualNicManagerInfo", x::fields_ref(self))
     }
 }
-impl PartialEq for HostVvolVolumeSpecification {
+impl PartialEq for HostVirtualNicManagerInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl Clone for HostVvolVolumeSpecification {
+impl Clone for HostVirtualNicManagerInfo {
     fn clone(&self) -> Self {
         Self {
-            max_size_in_mb: self.max_size_in_mb,
-            volume_name: self.volume_name.clone(),
-            vasa_provider_info: x::clone_vec(&self.vasa_provider_info),
-            storage_array: x::clone_vec(&self.storage_array),
-            uuid: self.uuid.clone(),
-            stretched: self.stretched,
+            net_config: x::clone_vec(&self.net_config),
         }
     }
 }
-impl x::Fields for HostVvolVolumeSpecification {
+impl x::Fields for HostVirtualNicManagerInfo {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "maxSizeInMB" => r.read(&mut self.max_size_in_mb),
-            "volumeName" => r.read(&mut self.volume_name),
-            "vasaProviderInfo" => r.read_push(&mut self.vasa_provider_info),
-            "storageArray" => r.read_push(&mut self.storage_array),
-            "uuid" => r.read(&mut self.uuid),
-            "stretched" => r.read_opt(&mut self.stretched),
+            "netConfig" => r.read_push(&mut self.net_config),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("maxSizeInMB", &self.max_size_in_mb);
-        w.write("volumeName", &self.volume_name);
-        w.write_vec("vasaProviderInfo", &self.vasa_provider_info);
-        w.write_vec("storageArray", &self.storage_array);
-        w.write("uuid", &self.uuid);
-        if w
-            .since(
-                0x0800_0300,
-                "HostVvolVolumeSpecification.stretched",
-                self.stretched.is_some(),
-            )
-        {
-            w.write_opt("stretched", &self.stretched);
-        }
+        w.write_vec("netConfig", &self.net_config);
     }
 }
-#[cfg(feature = "all-events")]
-/// `HostWwnChangedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+/// `HostVirtualNicManagerNicTypeSelection` (extends `DynamicData`).
 #[derive(Default)]
-pub struct HostWwnChangedEvent {
-    /// The fields `HostWwnChangedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `oldNodeWwns`.
-    pub old_node_wwns: Vec<i64>,
-    /// `oldPortWwns`.
-    pub old_port_wwns: Vec<i64>,
-    /// `newNodeWwns`.
-    pub new_node_wwns: Vec<i64>,
-    /// `newPortWwns`.
-    pub new_port_wwns: Vec<i64>,
+pub struct HostVirtualNicManagerNicTypeSelection {
+    /// `vnic`.
+    pub vnic: HostVirtualNicConnection,
+    /// `nicType`.
+    pub nic_type: Vec<String>,
 }
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostWwnChangedEvent {
-    const TYPE_NAME: &'static str = "HostWwnChangedEvent";
+impl x::SchemaType for HostVirtualNicManagerNicTypeSelection {
+    const TYPE_NAME: &'static str = "HostVirtualNicManagerNicTypeSelection";
 }
-#[cfg(feature = "all-events")]
-impl x::Structure for HostWwnChangedEvent {}
-#[cfg(feature = "all-events")]
-impl std::fmt::Debug for HostWwnChangedEvent {
+impl x::Structure for HostVirtualNicManagerNicTypeSelection {}
+impl std::fmt::Debug for HostVirtualNicManagerNicTypeSelection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostVirtualNicManagerNicTypeSelection", x::fields_ref(self))
     }
 }
-#[cfg(feature = "all-events")]
-impl PartialEq for HostWwnChangedEvent {
+impl PartialEq for HostVirtualNicManagerNicTypeSelection {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-#[cfg(feature = "all-events")]
-impl Clone for HostWwnChangedEvent {
+impl Clone for HostVirtualNicManagerNicTypeSelection {
     fn clone(&self) -> Self {
         Self {
-            host_event: self.host_event.clone(),
-            old_node_wwns: x::clone_vec(&self.old_node_wwns),
-            old_port_wwns: x::clone_vec(&self.old_port_wwns),
-            new_node_wwns: x::clone_vec(&self.new_node_wwns),
-            new_port_wwns: x::clone_vec(&self.new_port_wwns),
+            vnic: self.vnic.clone(),
+            nic_type: x::clone_vec(&self.nic_type),
         }
     }
 }
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostWwnChangedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostWwnChangedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostWwnChangedEvent {
+impl x::Fields for HostVirtualNicManagerNicTypeSelection {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "oldNodeWwns" => r.read_push(&mut self.old_node_wwns),
-            "oldPortWwns" => r.read_push(&mut self.old_port_wwns),
-            "newNodeWwns" => r.read_push(&mut self.new_node_wwns),
-            "newPortWwns" => r.read_push(&mut self.new_port_wwns),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
+            "vnic" => r.read(&mut self.vnic),
+            "nicType" => r.read_push(&mut self.nic_type),
+            _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write_vec("oldNodeWwns", &self.old_node_wwns);
-        w.write_vec("oldPortWwns", &self.old_port_wwns);
-        w.write_vec("newNodeWwns", &self.new_node_wwns);
-        w.write_vec("newPortWwns", &self.new_port_wwns);
+        w.write("vnic", &self.vnic);
+        w.write_vec("nicType", &self.nic_type);
     }
 }
-#[cfg(feature = "all-events")]
-/// `HostWwnConflictEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Default)]
-pub struct HostWwnConflictEvent {
-    /// The fields `HostWwnConflictEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `conflictedVms`.
-    pub conflicted_vms: Vec<VmEventArgument>,
-    /// `conflictedHosts`.
-    pub conflicted_hosts: Vec<HostEventArgument>,
-    /// `wwn`.
-    pub wwn: i64,
+impl x::ArrayItem for HostVirtualNicManagerNicTypeSelection {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVirtualNicManagerNicTypeSelection";
+    const ITEM_TAG: &'static str = "HostVirtualNicManagerNicTypeSelection";
 }
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HostWwnConflictEvent {
-    const TYPE_NAME: &'static str = "HostWwnConflictEvent";
+/// `HostVirtualNicOpaqueNetworkSpec` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct HostVirtualNicOpaqueNetworkSpec {
+    /// `opaqueNetworkId`.
+    pub opaque_network_id: String,
+    /// `opaqueNetworkType`.
+    pub opaque_network_type: String,
 }
-#[cfg(feature = "all-events")]
-impl x::Structure for HostWwnConflictEvent {}
-#[cfg(feature = "all-events")]
-impl std::fmt::Debug for HostWwnConflictEvent {
+impl x::SchemaType for HostVirtualNicOpaqueNetworkSpec {
+    const TYPE_NAME: &'static str = "HostVirtualNicOpaqueNetworkSpec";
+}
+impl x::Structure for HostVirtualNicOpaqueNetworkSpec {}
+impl std::fmt::Debug for HostVirtualNicOpaqueNetworkSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostVirtualNicOpaqueNetworkSpec", x::fields_ref(self))
     }
 }
-#[cfg(feature = "all-events")]
-impl PartialEq for HostWwnConflictEvent {
+impl PartialEq for HostVirtualNicOpaqueNetworkSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-#[cfg(feature = "all-events")]
-impl Clone for HostWwnConflictEvent {
-    fn clone(&self) -> Self {
-        Self {
-            host_event: self.host_event.clone(),
-            conflicted_vms: x::clone_vec(&self.conflicted_vms),
-            conflicted_hosts: x::clone_vec(&self.conflicted_hosts),
-            wwn: self.wwn,
-        }
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HostWwnConflictEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HostWwnConflictEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HostWwnConflictEvent {
+impl x::Fields for HostVirtualNicOpaqueNetworkSpec {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
-            "conflictedVms" => r.read_push(&mut self.conflicted_vms),
-            "conflictedHosts" => r.read_push(&mut self.conflicted_hosts),
-            "wwn" => r.read(&mut self.wwn),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
+            "opaqueNetworkId" => r.read(&mut self.opaque_network_id),
+            "opaqueNetworkType" => r.read(&mut self.opaque_network_type),
+            _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write_vec("conflictedVms", &self.conflicted_vms);
-        w.write_vec("conflictedHosts", &self.conflicted_hosts);
-        w.write("wwn", &self.wwn);
+        w.write("opaqueNetworkId", &self.opaque_network_id);
+        w.write("opaqueNetworkType", &self.opaque_network_type);
     }
 }

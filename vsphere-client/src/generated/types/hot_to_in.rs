@@ -23,13 +23,13 @@ impl x::Structure for HotSnapshotMoveNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for HotSnapshotMoveNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HotSnapshotMoveNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for HotSnapshotMoveNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -77,12 +77,12 @@ impl x::SchemaType for HourlyTaskScheduler {
 impl x::Structure for HourlyTaskScheduler {}
 impl std::fmt::Debug for HourlyTaskScheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HourlyTaskScheduler", x::fields_ref(self))
     }
 }
 impl PartialEq for HourlyTaskScheduler {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for HourlyTaskScheduler {
@@ -144,13 +144,13 @@ impl x::Structure for HttpFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for HttpFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HttpFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for HttpFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -203,12 +203,12 @@ impl x::SchemaType for HttpNfcLeaseCapabilities {
 impl x::Structure for HttpNfcLeaseCapabilities {}
 impl std::fmt::Debug for HttpNfcLeaseCapabilities {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HttpNfcLeaseCapabilities", x::fields_ref(self))
     }
 }
 impl PartialEq for HttpNfcLeaseCapabilities {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HttpNfcLeaseCapabilities {
@@ -244,12 +244,12 @@ impl x::SchemaType for HttpNfcLeaseDatastoreLeaseInfo {
 impl x::Structure for HttpNfcLeaseDatastoreLeaseInfo {}
 impl std::fmt::Debug for HttpNfcLeaseDatastoreLeaseInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HttpNfcLeaseDatastoreLeaseInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for HttpNfcLeaseDatastoreLeaseInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HttpNfcLeaseDatastoreLeaseInfo {
@@ -313,12 +313,12 @@ impl x::SchemaType for HttpNfcLeaseDeviceUrl {
 impl x::Structure for HttpNfcLeaseDeviceUrl {}
 impl std::fmt::Debug for HttpNfcLeaseDeviceUrl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HttpNfcLeaseDeviceUrl", x::fields_ref(self))
     }
 }
 impl PartialEq for HttpNfcLeaseDeviceUrl {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HttpNfcLeaseDeviceUrl {
@@ -380,12 +380,12 @@ impl x::SchemaType for HttpNfcLeaseHostInfo {
 impl x::Structure for HttpNfcLeaseHostInfo {}
 impl std::fmt::Debug for HttpNfcLeaseHostInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HttpNfcLeaseHostInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for HttpNfcLeaseHostInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HttpNfcLeaseHostInfo {
@@ -433,12 +433,12 @@ impl x::SchemaType for HttpNfcLeaseInfo {
 impl x::Structure for HttpNfcLeaseInfo {}
 impl std::fmt::Debug for HttpNfcLeaseInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HttpNfcLeaseInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for HttpNfcLeaseInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HttpNfcLeaseInfo {
@@ -506,12 +506,12 @@ impl x::SchemaType for HttpNfcLeaseManifestEntry {
 impl x::Structure for HttpNfcLeaseManifestEntry {}
 impl std::fmt::Debug for HttpNfcLeaseManifestEntry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HttpNfcLeaseManifestEntry", x::fields_ref(self))
     }
 }
 impl PartialEq for HttpNfcLeaseManifestEntry {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HttpNfcLeaseManifestEntry {
@@ -561,12 +561,12 @@ impl x::SchemaType for HttpNfcLeaseProbeResult {
 impl x::Structure for HttpNfcLeaseProbeResult {}
 impl std::fmt::Debug for HttpNfcLeaseProbeResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HttpNfcLeaseProbeResult", x::fields_ref(self))
     }
 }
 impl PartialEq for HttpNfcLeaseProbeResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HttpNfcLeaseProbeResult {
@@ -618,12 +618,12 @@ impl x::SchemaType for HttpNfcLeaseSourceFile {
 impl x::Structure for HttpNfcLeaseSourceFile {}
 impl std::fmt::Debug for HttpNfcLeaseSourceFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HttpNfcLeaseSourceFile", x::fields_ref(self))
     }
 }
 impl PartialEq for HttpNfcLeaseSourceFile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HttpNfcLeaseSourceFile {
@@ -695,12 +695,12 @@ impl x::SchemaType for ID {
 impl x::Structure for ID {}
 impl std::fmt::Debug for ID {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ID", x::fields_ref(self))
     }
 }
 impl PartialEq for ID {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ID {
@@ -742,13 +742,13 @@ impl x::Structure for IDEDiskNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for IDEDiskNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IDEDiskNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for IDEDiskNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -804,13 +804,13 @@ impl x::Structure for IORMNotSupportedHostOnDatastore {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for IORMNotSupportedHostOnDatastore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IORMNotSupportedHostOnDatastore", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for IORMNotSupportedHostOnDatastore {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -880,13 +880,13 @@ impl x::Structure for IScsiBootFailureEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for IScsiBootFailureEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IScsiBootFailureEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for IScsiBootFailureEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -938,13 +938,13 @@ impl x::Structure for ImportHostAddFailure {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ImportHostAddFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ImportHostAddFailure", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ImportHostAddFailure {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1010,13 +1010,13 @@ impl x::Structure for ImportOperationBulkFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ImportOperationBulkFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ImportOperationBulkFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ImportOperationBulkFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1078,12 +1078,12 @@ impl x::SchemaType for ImportOperationBulkFaultFaultOnImport {
 impl x::Structure for ImportOperationBulkFaultFaultOnImport {}
 impl std::fmt::Debug for ImportOperationBulkFaultFaultOnImport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ImportOperationBulkFaultFaultOnImport", x::fields_ref(self))
     }
 }
 impl PartialEq for ImportOperationBulkFaultFaultOnImport {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ImportOperationBulkFaultFaultOnImport {
@@ -1127,12 +1127,12 @@ impl x::SchemaType for ImportSpec {
 impl x::Structure for ImportSpec {}
 impl std::fmt::Debug for ImportSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ImportSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for ImportSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ImportSpec {
@@ -1172,13 +1172,13 @@ impl x::Structure for InUseFeatureManipulationDisallowed {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InUseFeatureManipulationDisallowed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InUseFeatureManipulationDisallowed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InUseFeatureManipulationDisallowed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]

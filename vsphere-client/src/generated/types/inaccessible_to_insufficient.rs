@@ -25,13 +25,13 @@ impl x::Structure for InaccessibleDatastore {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InaccessibleDatastore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InaccessibleDatastore", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InaccessibleDatastore {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -86,13 +86,13 @@ impl x::Structure for InaccessibleFTMetadataDatastore {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InaccessibleFTMetadataDatastore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InaccessibleFTMetadataDatastore", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InaccessibleFTMetadataDatastore {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -144,13 +144,13 @@ impl x::Structure for InaccessibleVFlashSource {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InaccessibleVFlashSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InaccessibleVFlashSource", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InaccessibleVFlashSource {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -207,13 +207,13 @@ impl x::Structure for IncompatibleDefaultDevice {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for IncompatibleDefaultDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IncompatibleDefaultDevice", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for IncompatibleDefaultDevice {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -272,13 +272,13 @@ impl x::Structure for IncompatibleHostForFtSecondary {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for IncompatibleHostForFtSecondary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IncompatibleHostForFtSecondary", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for IncompatibleHostForFtSecondary {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -357,13 +357,13 @@ impl x::Structure for IncompatibleHostForVmReplication {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for IncompatibleHostForVmReplication {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IncompatibleHostForVmReplication", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for IncompatibleHostForVmReplication {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -424,13 +424,13 @@ impl x::Structure for IncompatibleSetting {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for IncompatibleSetting {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IncompatibleSetting", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for IncompatibleSetting {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -485,13 +485,13 @@ impl x::Structure for IncorrectFileType {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for IncorrectFileType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IncorrectFileType", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for IncorrectFileType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -541,13 +541,13 @@ impl x::Structure for IncorrectHostInformation {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for IncorrectHostInformation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IncorrectHostInformation", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for IncorrectHostInformation {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -597,13 +597,13 @@ impl x::Structure for IncorrectHostInformationEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for IncorrectHostInformationEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IncorrectHostInformationEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for IncorrectHostInformationEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -653,13 +653,13 @@ impl x::Structure for IndependentDiskVMotionNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for IndependentDiskVMotionNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IndependentDiskVMotionNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for IndependentDiskVMotionNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -709,13 +709,13 @@ impl x::Structure for InfoUpgradeEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for InfoUpgradeEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InfoUpgradeEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for InfoUpgradeEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -759,12 +759,12 @@ impl x::SchemaType for InheritablePolicy {
 impl x::Structure for InheritablePolicy {}
 impl std::fmt::Debug for InheritablePolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InheritablePolicy", x::fields_ref(self))
     }
 }
 impl PartialEq for InheritablePolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for InheritablePolicy {
@@ -808,13 +808,13 @@ impl x::Structure for InsufficientAgentVmsDeployed {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InsufficientAgentVmsDeployed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InsufficientAgentVmsDeployed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InsufficientAgentVmsDeployed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -883,13 +883,13 @@ impl x::Structure for InsufficientCpuResourcesFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InsufficientCpuResourcesFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InsufficientCpuResourcesFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InsufficientCpuResourcesFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -952,13 +952,13 @@ impl x::Structure for InsufficientDisks {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InsufficientDisks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InsufficientDisks", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InsufficientDisks {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1008,13 +1008,13 @@ impl x::Structure for InsufficientFailoverResourcesEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for InsufficientFailoverResourcesEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InsufficientFailoverResourcesEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for InsufficientFailoverResourcesEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1064,13 +1064,13 @@ impl x::Structure for InsufficientFailoverResourcesFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InsufficientFailoverResourcesFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InsufficientFailoverResourcesFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InsufficientFailoverResourcesFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1120,13 +1120,13 @@ impl x::Structure for InsufficientGraphicsResourcesFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InsufficientGraphicsResourcesFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InsufficientGraphicsResourcesFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InsufficientGraphicsResourcesFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1178,13 +1178,13 @@ impl x::Structure for InsufficientHostCapacityFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InsufficientHostCapacityFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InsufficientHostCapacityFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InsufficientHostCapacityFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1249,13 +1249,13 @@ impl x::Structure for InsufficientHostCpuCapacityFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InsufficientHostCpuCapacityFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InsufficientHostCpuCapacityFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InsufficientHostCpuCapacityFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1322,13 +1322,13 @@ impl x::Structure for InsufficientHostMemoryCapacityFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InsufficientHostMemoryCapacityFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InsufficientHostMemoryCapacityFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InsufficientHostMemoryCapacityFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1395,13 +1395,13 @@ impl x::Structure for InsufficientMemoryResourcesFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InsufficientMemoryResourcesFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InsufficientMemoryResourcesFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InsufficientMemoryResourcesFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1464,13 +1464,13 @@ impl x::Structure for InsufficientNetworkCapacity {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InsufficientNetworkCapacity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InsufficientNetworkCapacity", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InsufficientNetworkCapacity {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1532,13 +1532,17 @@ impl x::Structure for InsufficientNetworkResourcePoolCapacity {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InsufficientNetworkResourcePoolCapacity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "InsufficientNetworkResourcePoolCapacity",
+            x::fields_ref(self),
+        )
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InsufficientNetworkResourcePoolCapacity {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1623,13 +1627,13 @@ impl x::Structure for InsufficientPerCpuCapacity {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InsufficientPerCpuCapacity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InsufficientPerCpuCapacity", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InsufficientPerCpuCapacity {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1675,12 +1679,12 @@ impl x::SchemaType for InsufficientResourcesFault {
 impl x::Structure for InsufficientResourcesFault {}
 impl std::fmt::Debug for InsufficientResourcesFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InsufficientResourcesFault", x::fields_ref(self))
     }
 }
 impl PartialEq for InsufficientResourcesFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for InsufficientResourcesFault {
@@ -1731,13 +1735,13 @@ impl x::Structure for InsufficientStandbyCpuResource {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InsufficientStandbyCpuResource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InsufficientStandbyCpuResource", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InsufficientStandbyCpuResource {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1804,13 +1808,13 @@ impl x::Structure for InsufficientStandbyMemoryResource {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InsufficientStandbyMemoryResource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InsufficientStandbyMemoryResource", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InsufficientStandbyMemoryResource {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1873,13 +1877,13 @@ impl x::Structure for InsufficientStandbyResource {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InsufficientStandbyResource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InsufficientStandbyResource", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InsufficientStandbyResource {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1935,13 +1939,13 @@ impl x::Structure for InsufficientStorageIops {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InsufficientStorageIops {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InsufficientStorageIops", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InsufficientStorageIops {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2000,13 +2004,13 @@ impl x::Structure for InsufficientStorageSpace {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InsufficientStorageSpace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InsufficientStorageSpace", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InsufficientStorageSpace {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2064,13 +2068,13 @@ impl x::Structure for InsufficientVFlashResourcesFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InsufficientVFlashResourcesFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InsufficientVFlashResourcesFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InsufficientVFlashResourcesFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]

@@ -21,12 +21,12 @@ impl x::SchemaType for IntExpression {
 impl x::Structure for IntExpression {}
 impl std::fmt::Debug for IntExpression {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IntExpression", x::fields_ref(self))
     }
 }
 impl PartialEq for IntExpression {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for IntExpression {
@@ -80,12 +80,12 @@ impl x::SchemaType for IntOption {
 impl x::Structure for IntOption {}
 impl std::fmt::Debug for IntOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IntOption", x::fields_ref(self))
     }
 }
 impl PartialEq for IntOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for IntOption {
@@ -139,12 +139,12 @@ impl x::SchemaType for IntPolicy {
 impl x::Structure for IntPolicy {}
 impl std::fmt::Debug for IntPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IntPolicy", x::fields_ref(self))
     }
 }
 impl PartialEq for IntPolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for IntPolicy {
@@ -196,13 +196,13 @@ impl x::Structure for InvalidAffinitySettingFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidAffinitySettingFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidAffinitySettingFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidAffinitySettingFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -250,12 +250,12 @@ impl x::SchemaType for InvalidArgument {
 impl x::Structure for InvalidArgument {}
 impl std::fmt::Debug for InvalidArgument {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidArgument", x::fields_ref(self))
     }
 }
 impl PartialEq for InvalidArgument {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for InvalidArgument {
@@ -307,13 +307,13 @@ impl x::Structure for InvalidBmcRole {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidBmcRole {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidBmcRole", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidBmcRole {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -363,13 +363,13 @@ impl x::Structure for InvalidBundle {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidBundle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidBundle", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidBundle {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -419,13 +419,13 @@ impl x::Structure for InvalidCAMCertificate {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidCAMCertificate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidCAMCertificate", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidCAMCertificate {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -477,13 +477,13 @@ impl x::Structure for InvalidCAMServer {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidCAMServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidCAMServer", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidCAMServer {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -540,13 +540,13 @@ impl x::Structure for InvalidClientCertificate {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidClientCertificate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidClientCertificate", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidClientCertificate {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -592,12 +592,12 @@ impl x::SchemaType for InvalidCollectorVersion {
 impl x::Structure for InvalidCollectorVersion {}
 impl std::fmt::Debug for InvalidCollectorVersion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidCollectorVersion", x::fields_ref(self))
     }
 }
 impl PartialEq for InvalidCollectorVersion {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for InvalidCollectorVersion {
@@ -646,13 +646,13 @@ impl x::Structure for InvalidController {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidController {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidController", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidController {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -711,13 +711,13 @@ impl x::Structure for InvalidDasConfigArgument {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidDasConfigArgument {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidDasConfigArgument", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidDasConfigArgument {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -778,13 +778,13 @@ impl x::Structure for InvalidDasRestartPriorityForFtVm {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidDasRestartPriorityForFtVm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidDasRestartPriorityForFtVm", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidDasRestartPriorityForFtVm {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -841,12 +841,12 @@ impl x::SchemaType for InvalidDatastore {
 impl x::Structure for InvalidDatastore {}
 impl std::fmt::Debug for InvalidDatastore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidDatastore", x::fields_ref(self))
     }
 }
 impl PartialEq for InvalidDatastore {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for InvalidDatastore {
@@ -898,12 +898,12 @@ impl x::SchemaType for InvalidDatastorePath {
 impl x::Structure for InvalidDatastorePath {}
 impl std::fmt::Debug for InvalidDatastorePath {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidDatastorePath", x::fields_ref(self))
     }
 }
 impl PartialEq for InvalidDatastorePath {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for InvalidDatastorePath {
@@ -957,13 +957,13 @@ impl x::Structure for InvalidDatastoreState {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidDatastoreState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidDatastoreState", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidDatastoreState {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1018,13 +1018,13 @@ impl x::Structure for InvalidDeviceBacking {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidDeviceBacking {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidDeviceBacking", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidDeviceBacking {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1078,13 +1078,13 @@ impl x::Structure for InvalidDeviceOperation {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidDeviceOperation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidDeviceOperation", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidDeviceOperation {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1143,13 +1143,13 @@ impl x::Structure for InvalidDeviceSpec {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidDeviceSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidDeviceSpec", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidDeviceSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1204,13 +1204,13 @@ impl x::Structure for InvalidDiskFormat {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidDiskFormat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidDiskFormat", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidDiskFormat {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1264,13 +1264,13 @@ impl x::Structure for InvalidDrsBehaviorForFtVm {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidDrsBehaviorForFtVm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidDrsBehaviorForFtVm", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidDrsBehaviorForFtVm {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1329,13 +1329,13 @@ impl x::Structure for InvalidEditionEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for InvalidEditionEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidEditionEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for InvalidEditionEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1392,13 +1392,13 @@ impl x::Structure for InvalidEditionLicense {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidEditionLicense {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidEditionLicense", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidEditionLicense {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1453,13 +1453,13 @@ impl x::Structure for InvalidEvent {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1511,13 +1511,13 @@ impl x::Structure for InvalidFolder {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidFolder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidFolder", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidFolder {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1572,13 +1572,13 @@ impl x::Structure for InvalidFormat {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidFormat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidFormat", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidFormat {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1624,12 +1624,12 @@ impl x::SchemaType for InvalidGuestLogin {
 impl x::Structure for InvalidGuestLogin {}
 impl std::fmt::Debug for InvalidGuestLogin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidGuestLogin", x::fields_ref(self))
     }
 }
 impl PartialEq for InvalidGuestLogin {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for InvalidGuestLogin {
@@ -1676,13 +1676,13 @@ impl x::Structure for InvalidHostConnectionState {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidHostConnectionState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidHostConnectionState", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidHostConnectionState {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1732,13 +1732,13 @@ impl x::Structure for InvalidHostName {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidHostName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidHostName", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidHostName {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1786,12 +1786,12 @@ impl x::SchemaType for InvalidHostState {
 impl x::Structure for InvalidHostState {}
 impl std::fmt::Debug for InvalidHostState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidHostState", x::fields_ref(self))
     }
 }
 impl PartialEq for InvalidHostState {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for InvalidHostState {
@@ -1845,13 +1845,13 @@ impl x::Structure for InvalidIndexArgument {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidIndexArgument {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidIndexArgument", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidIndexArgument {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1908,13 +1908,13 @@ impl x::Structure for InvalidIpfixConfig {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidIpfixConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidIpfixConfig", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidIpfixConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1969,13 +1969,13 @@ impl x::Structure for InvalidIpmiLoginInfo {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidIpmiLoginInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidIpmiLoginInfo", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidIpmiLoginInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2029,13 +2029,13 @@ impl x::Structure for InvalidIpmiMacAddress {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidIpmiMacAddress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidIpmiMacAddress", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidIpmiMacAddress {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2094,13 +2094,13 @@ impl x::Structure for InvalidLicense {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidLicense {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidLicense", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidLicense {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2155,13 +2155,13 @@ impl x::Structure for InvalidLocale {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidLocale {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidLocale", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidLocale {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2207,12 +2207,12 @@ impl x::SchemaType for InvalidLogin {
 impl x::Structure for InvalidLogin {}
 impl std::fmt::Debug for InvalidLogin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidLogin", x::fields_ref(self))
     }
 }
 impl PartialEq for InvalidLogin {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for InvalidLogin {
@@ -2259,12 +2259,12 @@ impl x::SchemaType for InvalidName {
 impl x::Structure for InvalidName {}
 impl std::fmt::Debug for InvalidName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidName", x::fields_ref(self))
     }
 }
 impl PartialEq for InvalidName {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for InvalidName {
@@ -2320,13 +2320,13 @@ impl x::Structure for InvalidNasCredentials {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidNasCredentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidNasCredentials", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidNasCredentials {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2381,13 +2381,13 @@ impl x::Structure for InvalidNetworkInType {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidNetworkInType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidNetworkInType", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidNetworkInType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2441,13 +2441,13 @@ impl x::Structure for InvalidNetworkResource {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidNetworkResource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidNetworkResource", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidNetworkResource {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2506,13 +2506,13 @@ impl x::Structure for InvalidOperationOnSecondaryVm {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidOperationOnSecondaryVm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidOperationOnSecondaryVm", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidOperationOnSecondaryVm {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2573,12 +2573,12 @@ impl x::SchemaType for InvalidPowerState {
 impl x::Structure for InvalidPowerState {}
 impl std::fmt::Debug for InvalidPowerState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidPowerState", x::fields_ref(self))
     }
 }
 impl PartialEq for InvalidPowerState {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for InvalidPowerState {
@@ -2634,13 +2634,13 @@ impl x::Structure for InvalidPrivilege {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidPrivilege {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidPrivilege", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidPrivilege {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2703,13 +2703,13 @@ impl x::Structure for InvalidProfileReferenceHost {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidProfileReferenceHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidProfileReferenceHost", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidProfileReferenceHost {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2768,12 +2768,12 @@ impl x::SchemaType for InvalidProperty {
 impl x::Structure for InvalidProperty {}
 impl std::fmt::Debug for InvalidProperty {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidProperty", x::fields_ref(self))
     }
 }
 impl PartialEq for InvalidProperty {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for InvalidProperty {
@@ -2825,13 +2825,13 @@ impl x::Structure for InvalidPropertyType {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidPropertyType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidPropertyType", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidPropertyType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2881,13 +2881,13 @@ impl x::Structure for InvalidPropertyValue {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidPropertyValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidPropertyValue", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidPropertyValue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2933,12 +2933,12 @@ impl x::SchemaType for InvalidRequest {
 impl x::Structure for InvalidRequest {}
 impl std::fmt::Debug for InvalidRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidRequest", x::fields_ref(self))
     }
 }
 impl PartialEq for InvalidRequest {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for InvalidRequest {
@@ -2985,13 +2985,13 @@ impl x::Structure for InvalidResourcePoolStructureFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidResourcePoolStructureFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidResourcePoolStructureFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidResourcePoolStructureFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -3043,13 +3043,13 @@ impl x::Structure for InvalidScheduledTask {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidScheduledTask {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidScheduledTask", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidScheduledTask {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -3100,13 +3100,13 @@ impl x::Structure for InvalidSnapshotFormat {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidSnapshotFormat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidSnapshotFormat", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidSnapshotFormat {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -3152,12 +3152,12 @@ impl x::SchemaType for InvalidState {
 impl x::Structure for InvalidState {}
 impl std::fmt::Debug for InvalidState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidState", x::fields_ref(self))
     }
 }
 impl PartialEq for InvalidState {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for InvalidState {
@@ -3206,13 +3206,13 @@ impl x::Structure for InvalidToken {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidToken", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidToken {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -3261,12 +3261,12 @@ impl x::SchemaType for InvalidType {
 impl x::Structure for InvalidType {}
 impl std::fmt::Debug for InvalidType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidType", x::fields_ref(self))
     }
 }
 impl PartialEq for InvalidType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for InvalidType {
@@ -3316,12 +3316,12 @@ impl x::SchemaType for InvalidVmConfig {
 impl x::Structure for InvalidVmConfig {}
 impl std::fmt::Debug for InvalidVmConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidVmConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for InvalidVmConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for InvalidVmConfig {
@@ -3375,13 +3375,13 @@ impl x::Structure for InvalidVmState {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InvalidVmState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidVmState", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InvalidVmState {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]

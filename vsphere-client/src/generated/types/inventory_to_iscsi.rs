@@ -35,12 +35,12 @@ impl x::SchemaType for InventoryDescription {
 impl x::Structure for InventoryDescription {}
 impl std::fmt::Debug for InventoryDescription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InventoryDescription", x::fields_ref(self))
     }
 }
 impl PartialEq for InventoryDescription {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for InventoryDescription {
@@ -98,13 +98,13 @@ impl x::Structure for InventoryHasStandardAloneHosts {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for InventoryHasStandardAloneHosts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InventoryHasStandardAloneHosts", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for InventoryHasStandardAloneHosts {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -164,12 +164,12 @@ impl x::SchemaType for IoFilterHostIssue {
 impl x::Structure for IoFilterHostIssue {}
 impl std::fmt::Debug for IoFilterHostIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IoFilterHostIssue", x::fields_ref(self))
     }
 }
 impl PartialEq for IoFilterHostIssue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for IoFilterHostIssue {
@@ -227,12 +227,12 @@ impl x::SchemaType for IoFilterInfo {
 impl x::Structure for IoFilterInfo {}
 impl std::fmt::Debug for IoFilterInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IoFilterInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for IoFilterInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for IoFilterInfo {
@@ -277,12 +277,12 @@ impl x::SchemaType for IoFilterManagerSslTrust {
 impl x::Structure for IoFilterManagerSslTrust {}
 impl std::fmt::Debug for IoFilterManagerSslTrust {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IoFilterManagerSslTrust", x::fields_ref(self))
     }
 }
 impl PartialEq for IoFilterManagerSslTrust {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for IoFilterManagerSslTrust {
@@ -311,12 +311,12 @@ impl x::SchemaType for IoFilterQueryIssueResult {
 impl x::Structure for IoFilterQueryIssueResult {}
 impl std::fmt::Debug for IoFilterQueryIssueResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IoFilterQueryIssueResult", x::fields_ref(self))
     }
 }
 impl PartialEq for IoFilterQueryIssueResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for IoFilterQueryIssueResult {
@@ -362,12 +362,12 @@ impl x::SchemaType for IpAddress {
 impl x::Structure for IpAddress {}
 impl std::fmt::Debug for IpAddress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IpAddress", x::fields_ref(self))
     }
 }
 impl PartialEq for IpAddress {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for IpAddress {
@@ -410,12 +410,12 @@ impl x::SchemaType for IpAddressProfile {
 impl x::Structure for IpAddressProfile {}
 impl std::fmt::Debug for IpAddressProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IpAddressProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for IpAddressProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for IpAddressProfile {
@@ -462,13 +462,13 @@ impl x::Structure for IpHostnameGeneratorError {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for IpHostnameGeneratorError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IpHostnameGeneratorError", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for IpHostnameGeneratorError {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -536,12 +536,12 @@ impl x::SchemaType for IpPool {
 impl x::Structure for IpPool {}
 impl std::fmt::Debug for IpPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IpPool", x::fields_ref(self))
     }
 }
 impl PartialEq for IpPool {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for IpPool {
@@ -622,12 +622,12 @@ impl x::SchemaType for IpPoolAssociation {
 impl x::Structure for IpPoolAssociation {}
 impl std::fmt::Debug for IpPoolAssociation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IpPoolAssociation", x::fields_ref(self))
     }
 }
 impl PartialEq for IpPoolAssociation {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for IpPoolAssociation {
@@ -677,12 +677,12 @@ impl x::SchemaType for IpPoolIpPoolConfigInfo {
 impl x::Structure for IpPoolIpPoolConfigInfo {}
 impl std::fmt::Debug for IpPoolIpPoolConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IpPoolIpPoolConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for IpPoolIpPoolConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for IpPoolIpPoolConfigInfo {
@@ -741,12 +741,12 @@ impl x::SchemaType for IpPoolManagerIpAllocation {
 impl x::Structure for IpPoolManagerIpAllocation {}
 impl std::fmt::Debug for IpPoolManagerIpAllocation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IpPoolManagerIpAllocation", x::fields_ref(self))
     }
 }
 impl PartialEq for IpPoolManagerIpAllocation {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for IpPoolManagerIpAllocation {
@@ -790,12 +790,12 @@ impl x::SchemaType for IpRange {
 impl x::Structure for IpRange {}
 impl std::fmt::Debug for IpRange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IpRange", x::fields_ref(self))
     }
 }
 impl PartialEq for IpRange {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for IpRange {
@@ -847,12 +847,12 @@ impl x::SchemaType for IpRouteProfile {
 impl x::Structure for IpRouteProfile {}
 impl std::fmt::Debug for IpRouteProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IpRouteProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for IpRouteProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for IpRouteProfile {
@@ -910,12 +910,12 @@ impl x::SchemaType for IscsiDependencyEntity {
 impl x::Structure for IscsiDependencyEntity {}
 impl std::fmt::Debug for IscsiDependencyEntity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IscsiDependencyEntity", x::fields_ref(self))
     }
 }
 impl PartialEq for IscsiDependencyEntity {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for IscsiDependencyEntity {
@@ -961,13 +961,13 @@ impl x::Structure for IscsiFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for IscsiFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IscsiFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for IscsiFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1019,13 +1019,13 @@ impl x::Structure for IscsiFaultInvalidVnic {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for IscsiFaultInvalidVnic {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IscsiFaultInvalidVnic", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for IscsiFaultInvalidVnic {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1082,13 +1082,13 @@ impl x::Structure for IscsiFaultPnicInUse {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for IscsiFaultPnicInUse {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IscsiFaultPnicInUse", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for IscsiFaultPnicInUse {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1145,13 +1145,13 @@ impl x::Structure for IscsiFaultVnicAlreadyBound {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for IscsiFaultVnicAlreadyBound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IscsiFaultVnicAlreadyBound", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for IscsiFaultVnicAlreadyBound {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1208,13 +1208,13 @@ impl x::Structure for IscsiFaultVnicHasActivePaths {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for IscsiFaultVnicHasActivePaths {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IscsiFaultVnicHasActivePaths", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for IscsiFaultVnicHasActivePaths {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1271,13 +1271,13 @@ impl x::Structure for IscsiFaultVnicHasMultipleUplinks {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for IscsiFaultVnicHasMultipleUplinks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IscsiFaultVnicHasMultipleUplinks", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for IscsiFaultVnicHasMultipleUplinks {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1334,13 +1334,13 @@ impl x::Structure for IscsiFaultVnicHasNoUplinks {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for IscsiFaultVnicHasNoUplinks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IscsiFaultVnicHasNoUplinks", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for IscsiFaultVnicHasNoUplinks {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1397,13 +1397,13 @@ impl x::Structure for IscsiFaultVnicHasWrongUplink {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for IscsiFaultVnicHasWrongUplink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IscsiFaultVnicHasWrongUplink", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for IscsiFaultVnicHasWrongUplink {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1460,13 +1460,13 @@ impl x::Structure for IscsiFaultVnicInUse {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for IscsiFaultVnicInUse {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IscsiFaultVnicInUse", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for IscsiFaultVnicInUse {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1523,13 +1523,13 @@ impl x::Structure for IscsiFaultVnicIsLastPath {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for IscsiFaultVnicIsLastPath {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IscsiFaultVnicIsLastPath", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for IscsiFaultVnicIsLastPath {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1586,13 +1586,13 @@ impl x::Structure for IscsiFaultVnicNotBound {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for IscsiFaultVnicNotBound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IscsiFaultVnicNotBound", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for IscsiFaultVnicNotBound {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1649,13 +1649,13 @@ impl x::Structure for IscsiFaultVnicNotFound {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for IscsiFaultVnicNotFound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IscsiFaultVnicNotFound", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for IscsiFaultVnicNotFound {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1708,12 +1708,12 @@ impl x::SchemaType for IscsiMigrationDependency {
 impl x::Structure for IscsiMigrationDependency {}
 impl std::fmt::Debug for IscsiMigrationDependency {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IscsiMigrationDependency", x::fields_ref(self))
     }
 }
 impl PartialEq for IscsiMigrationDependency {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for IscsiMigrationDependency {
@@ -1786,12 +1786,12 @@ impl x::SchemaType for IscsiPortInfo {
 impl x::Structure for IscsiPortInfo {}
 impl std::fmt::Debug for IscsiPortInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IscsiPortInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for IscsiPortInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for IscsiPortInfo {
@@ -1855,12 +1855,12 @@ impl x::SchemaType for IscsiStatus {
 impl x::Structure for IscsiStatus {}
 impl std::fmt::Debug for IscsiStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IscsiStatus", x::fields_ref(self))
     }
 }
 impl PartialEq for IscsiStatus {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for IscsiStatus {

@@ -27,13 +27,13 @@ impl x::Structure for LimitExceeded {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for LimitExceeded {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LimitExceeded", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for LimitExceeded {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -86,12 +86,12 @@ impl x::SchemaType for LinkDiscoveryProtocolConfig {
 impl x::Structure for LinkDiscoveryProtocolConfig {}
 impl std::fmt::Debug for LinkDiscoveryProtocolConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LinkDiscoveryProtocolConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for LinkDiscoveryProtocolConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LinkDiscoveryProtocolConfig {
@@ -131,12 +131,12 @@ impl x::SchemaType for LinkLayerDiscoveryProtocolInfo {
 impl x::Structure for LinkLayerDiscoveryProtocolInfo {}
 impl std::fmt::Debug for LinkLayerDiscoveryProtocolInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LinkLayerDiscoveryProtocolInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for LinkLayerDiscoveryProtocolInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for LinkLayerDiscoveryProtocolInfo {
@@ -186,12 +186,12 @@ impl x::SchemaType for LinkProfile {
 impl x::Structure for LinkProfile {}
 impl std::fmt::Debug for LinkProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LinkProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for LinkProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for LinkProfile {
@@ -238,13 +238,13 @@ impl x::Structure for LinuxVolumeNotClean {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for LinuxVolumeNotClean {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LinuxVolumeNotClean", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for LinuxVolumeNotClean {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -298,13 +298,13 @@ impl x::Structure for LocalDatastoreCreatedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for LocalDatastoreCreatedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LocalDatastoreCreatedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for LocalDatastoreCreatedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -359,12 +359,12 @@ impl x::SchemaType for LocalDatastoreInfo {
 impl x::Structure for LocalDatastoreInfo {}
 impl std::fmt::Debug for LocalDatastoreInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LocalDatastoreInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for LocalDatastoreInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for LocalDatastoreInfo {
@@ -410,12 +410,12 @@ impl x::SchemaType for LocalLicenseSource {
 impl x::Structure for LocalLicenseSource {}
 impl std::fmt::Debug for LocalLicenseSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LocalLicenseSource", x::fields_ref(self))
     }
 }
 impl PartialEq for LocalLicenseSource {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LocalLicenseSource {
@@ -453,13 +453,13 @@ impl x::Structure for LocalTSMEnabledEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for LocalTSMEnabledEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LocalTSMEnabledEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for LocalTSMEnabledEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -507,12 +507,12 @@ impl x::SchemaType for LocalizableMessage {
 impl x::Structure for LocalizableMessage {}
 impl std::fmt::Debug for LocalizableMessage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LocalizableMessage", x::fields_ref(self))
     }
 }
 impl PartialEq for LocalizableMessage {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for LocalizableMessage {
@@ -573,12 +573,12 @@ impl x::SchemaType for LocalizationManagerMessageCatalog {
 impl x::Structure for LocalizationManagerMessageCatalog {}
 impl std::fmt::Debug for LocalizationManagerMessageCatalog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LocalizationManagerMessageCatalog", x::fields_ref(self))
     }
 }
 impl PartialEq for LocalizationManagerMessageCatalog {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LocalizationManagerMessageCatalog {
@@ -628,12 +628,12 @@ impl x::SchemaType for LocalizedMethodFault {
 impl x::Structure for LocalizedMethodFault {}
 impl std::fmt::Debug for LocalizedMethodFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LocalizedMethodFault", x::fields_ref(self))
     }
 }
 impl PartialEq for LocalizedMethodFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LocalizedMethodFault {
@@ -679,13 +679,13 @@ impl x::Structure for LockerMisconfiguredEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for LockerMisconfiguredEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LockerMisconfiguredEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for LockerMisconfiguredEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -744,13 +744,13 @@ impl x::Structure for LockerReconfiguredEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for LockerReconfiguredEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LockerReconfiguredEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for LockerReconfiguredEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -807,13 +807,13 @@ impl x::Structure for LogBundlingFailed {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for LogBundlingFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LogBundlingFailed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for LogBundlingFailed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -865,12 +865,12 @@ impl x::SchemaType for LongOption {
 impl x::Structure for LongOption {}
 impl std::fmt::Debug for LongOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LongOption", x::fields_ref(self))
     }
 }
 impl PartialEq for LongOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for LongOption {
@@ -924,12 +924,12 @@ impl x::SchemaType for LongPolicy {
 impl x::Structure for LongPolicy {}
 impl std::fmt::Debug for LongPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LongPolicy", x::fields_ref(self))
     }
 }
 impl PartialEq for LongPolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for LongPolicy {
@@ -979,12 +979,12 @@ impl x::SchemaType for MacAddress {
 impl x::Structure for MacAddress {}
 impl std::fmt::Debug for MacAddress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MacAddress", x::fields_ref(self))
     }
 }
 impl PartialEq for MacAddress {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for MacAddress {
@@ -1031,12 +1031,12 @@ impl x::SchemaType for MacRange {
 impl x::Structure for MacRange {}
 impl std::fmt::Debug for MacRange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MacRange", x::fields_ref(self))
     }
 }
 impl PartialEq for MacRange {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for MacRange {
@@ -1090,13 +1090,13 @@ impl x::Structure for MaintenanceModeFileMove {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MaintenanceModeFileMove {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MaintenanceModeFileMove", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MaintenanceModeFileMove {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1142,12 +1142,12 @@ impl x::SchemaType for ManagedByInfo {
 impl x::Structure for ManagedByInfo {}
 impl std::fmt::Debug for ManagedByInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ManagedByInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ManagedByInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ManagedByInfo {
@@ -1189,13 +1189,13 @@ impl x::Structure for ManagedEntityEventArgument {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ManagedEntityEventArgument {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ManagedEntityEventArgument", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ManagedEntityEventArgument {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1248,12 +1248,12 @@ impl x::SchemaType for ManagedObjectNotFound {
 impl x::Structure for ManagedObjectNotFound {}
 impl std::fmt::Debug for ManagedObjectNotFound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ManagedObjectNotFound", x::fields_ref(self))
     }
 }
 impl PartialEq for ManagedObjectNotFound {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ManagedObjectNotFound {

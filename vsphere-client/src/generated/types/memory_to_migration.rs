@@ -27,13 +27,17 @@ impl x::Structure for MemoryFileFormatNotSupportedByDatastore {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MemoryFileFormatNotSupportedByDatastore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "MemoryFileFormatNotSupportedByDatastore",
+            x::fields_ref(self),
+        )
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MemoryFileFormatNotSupportedByDatastore {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -90,13 +94,13 @@ impl x::Structure for MemoryHotPlugNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MemoryHotPlugNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MemoryHotPlugNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MemoryHotPlugNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -152,13 +156,13 @@ impl x::Structure for MemorySizeNotRecommended {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MemorySizeNotRecommended {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MemorySizeNotRecommended", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MemorySizeNotRecommended {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -229,13 +233,13 @@ impl x::Structure for MemorySizeNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MemorySizeNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MemorySizeNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MemorySizeNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -306,13 +310,13 @@ impl x::Structure for MemorySizeNotSupportedByDatastore {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MemorySizeNotSupportedByDatastore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MemorySizeNotSupportedByDatastore", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MemorySizeNotSupportedByDatastore {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -377,13 +381,13 @@ impl x::Structure for MemorySnapshotOnIndependentDisk {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MemorySnapshotOnIndependentDisk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MemorySnapshotOnIndependentDisk", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MemorySnapshotOnIndependentDisk {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -429,12 +433,12 @@ impl x::SchemaType for MethodAction {
 impl x::Structure for MethodAction {}
 impl std::fmt::Debug for MethodAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MethodAction", x::fields_ref(self))
     }
 }
 impl PartialEq for MethodAction {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for MethodAction {
@@ -476,12 +480,12 @@ impl x::SchemaType for MethodActionArgument {
 impl x::Structure for MethodActionArgument {}
 impl std::fmt::Debug for MethodActionArgument {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MethodActionArgument", x::fields_ref(self))
     }
 }
 impl PartialEq for MethodActionArgument {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MethodActionArgument {
@@ -525,13 +529,13 @@ impl x::Structure for MethodAlreadyDisabledFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MethodAlreadyDisabledFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MethodAlreadyDisabledFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MethodAlreadyDisabledFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -584,12 +588,12 @@ impl x::SchemaType for MethodDescription {
 impl x::Structure for MethodDescription {}
 impl std::fmt::Debug for MethodDescription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MethodDescription", x::fields_ref(self))
     }
 }
 impl PartialEq for MethodDescription {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for MethodDescription {
@@ -639,12 +643,12 @@ impl x::SchemaType for MethodDisabled {
 impl x::Structure for MethodDisabled {}
 impl std::fmt::Debug for MethodDisabled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MethodDisabled", x::fields_ref(self))
     }
 }
 impl PartialEq for MethodDisabled {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for MethodDisabled {
@@ -694,12 +698,12 @@ impl x::SchemaType for MethodFault {
 impl x::Structure for MethodFault {}
 impl std::fmt::Debug for MethodFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MethodFault", x::fields_ref(self))
     }
 }
 impl PartialEq for MethodFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for MethodFault {
@@ -751,13 +755,13 @@ impl x::Structure for MethodNotFound {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MethodNotFound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MethodNotFound", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MethodNotFound {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -820,12 +824,12 @@ impl x::SchemaType for MetricAlarmExpression {
 impl x::Structure for MetricAlarmExpression {}
 impl std::fmt::Debug for MetricAlarmExpression {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MetricAlarmExpression", x::fields_ref(self))
     }
 }
 impl PartialEq for MetricAlarmExpression {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MetricAlarmExpression {
@@ -875,13 +879,13 @@ impl x::Structure for MigrationDisabled {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MigrationDisabled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MigrationDisabled", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MigrationDisabled {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -931,13 +935,13 @@ impl x::Structure for MigrationErrorEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for MigrationErrorEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MigrationErrorEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for MigrationErrorEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -989,13 +993,13 @@ impl x::Structure for MigrationEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for MigrationEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MigrationEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for MigrationEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1050,13 +1054,13 @@ impl x::Structure for MigrationFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MigrationFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MigrationFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MigrationFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1112,13 +1116,13 @@ impl x::Structure for MigrationFeatureNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MigrationFeatureNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MigrationFeatureNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MigrationFeatureNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1179,13 +1183,13 @@ impl x::Structure for MigrationHostErrorEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for MigrationHostErrorEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MigrationHostErrorEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for MigrationHostErrorEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1242,13 +1246,13 @@ impl x::Structure for MigrationHostWarningEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for MigrationHostWarningEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MigrationHostWarningEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for MigrationHostWarningEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1305,13 +1309,13 @@ impl x::Structure for MigrationNotReady {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MigrationNotReady {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MigrationNotReady", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MigrationNotReady {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1370,13 +1374,13 @@ impl x::Structure for MigrationResourceErrorEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for MigrationResourceErrorEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MigrationResourceErrorEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for MigrationResourceErrorEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1437,13 +1441,13 @@ impl x::Structure for MigrationResourceWarningEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for MigrationResourceWarningEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MigrationResourceWarningEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for MigrationResourceWarningEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1500,13 +1504,13 @@ impl x::Structure for MigrationWarningEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for MigrationWarningEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MigrationWarningEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for MigrationWarningEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]

@@ -31,13 +31,13 @@ impl x::Structure for MismatchedBundle {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MismatchedBundle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MismatchedBundle", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MismatchedBundle {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -104,13 +104,13 @@ impl x::Structure for MismatchedNetworkPolicies {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MismatchedNetworkPolicies {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MismatchedNetworkPolicies", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MismatchedNetworkPolicies {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -173,13 +173,13 @@ impl x::Structure for MismatchedVMotionNetworkNames {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MismatchedVMotionNetworkNames {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MismatchedVMotionNetworkNames", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MismatchedVMotionNetworkNames {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -236,13 +236,13 @@ impl x::Structure for MissingBmcSupport {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MissingBmcSupport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MissingBmcSupport", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MissingBmcSupport {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -292,13 +292,13 @@ impl x::Structure for MissingController {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MissingController {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MissingController", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MissingController {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -348,13 +348,13 @@ impl x::Structure for MissingIpPool {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MissingIpPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MissingIpPool", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MissingIpPool {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -404,13 +404,13 @@ impl x::Structure for MissingLinuxCustResources {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MissingLinuxCustResources {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MissingLinuxCustResources", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MissingLinuxCustResources {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -460,13 +460,13 @@ impl x::Structure for MissingNetworkIpConfig {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MissingNetworkIpConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MissingNetworkIpConfig", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MissingNetworkIpConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -512,12 +512,12 @@ impl x::SchemaType for MissingObject {
 impl x::Structure for MissingObject {}
 impl std::fmt::Debug for MissingObject {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MissingObject", x::fields_ref(self))
     }
 }
 impl PartialEq for MissingObject {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MissingObject {
@@ -561,13 +561,13 @@ impl x::Structure for MissingPowerOffConfiguration {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MissingPowerOffConfiguration {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MissingPowerOffConfiguration", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MissingPowerOffConfiguration {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -617,13 +617,13 @@ impl x::Structure for MissingPowerOnConfiguration {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MissingPowerOnConfiguration {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MissingPowerOnConfiguration", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MissingPowerOnConfiguration {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -669,12 +669,12 @@ impl x::SchemaType for MissingProperty {
 impl x::Structure for MissingProperty {}
 impl std::fmt::Debug for MissingProperty {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MissingProperty", x::fields_ref(self))
     }
 }
 impl PartialEq for MissingProperty {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MissingProperty {
@@ -718,13 +718,13 @@ impl x::Structure for MissingWindowsCustResources {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MissingWindowsCustResources {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MissingWindowsCustResources", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MissingWindowsCustResources {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -776,13 +776,13 @@ impl x::Structure for MksConnectionLimitReached {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MksConnectionLimitReached {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MksConnectionLimitReached", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MksConnectionLimitReached {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -841,12 +841,12 @@ impl x::SchemaType for ModeInfo {
 impl x::Structure for ModeInfo {}
 impl std::fmt::Debug for ModeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ModeInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ModeInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ModeInfo {
@@ -892,12 +892,12 @@ impl x::SchemaType for MonthlyByDayTaskScheduler {
 impl x::Structure for MonthlyByDayTaskScheduler {}
 impl std::fmt::Debug for MonthlyByDayTaskScheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MonthlyByDayTaskScheduler", x::fields_ref(self))
     }
 }
 impl PartialEq for MonthlyByDayTaskScheduler {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for MonthlyByDayTaskScheduler {
@@ -951,12 +951,12 @@ impl x::SchemaType for MonthlyByWeekdayTaskScheduler {
 impl x::Structure for MonthlyByWeekdayTaskScheduler {}
 impl std::fmt::Debug for MonthlyByWeekdayTaskScheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MonthlyByWeekdayTaskScheduler", x::fields_ref(self))
     }
 }
 impl PartialEq for MonthlyByWeekdayTaskScheduler {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for MonthlyByWeekdayTaskScheduler {
@@ -1008,12 +1008,12 @@ impl x::SchemaType for MonthlyTaskScheduler {
 impl x::Structure for MonthlyTaskScheduler {}
 impl std::fmt::Debug for MonthlyTaskScheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MonthlyTaskScheduler", x::fields_ref(self))
     }
 }
 impl PartialEq for MonthlyTaskScheduler {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for MonthlyTaskScheduler {
@@ -1064,13 +1064,13 @@ impl x::Structure for MountError {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MountError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MountError", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MountError {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1127,13 +1127,13 @@ impl x::Structure for MtuMatchEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for MtuMatchEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MtuMatchEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for MtuMatchEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1183,13 +1183,13 @@ impl x::Structure for MtuMismatchEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for MtuMismatchEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MtuMismatchEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for MtuMismatchEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]

@@ -23,13 +23,13 @@ impl x::Structure for MultiWriterNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MultiWriterNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MultiWriterNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MultiWriterNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -81,13 +81,13 @@ impl x::Structure for MultipleCertificatesVerifyFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MultipleCertificatesVerifyFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MultipleCertificatesVerifyFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MultipleCertificatesVerifyFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -151,13 +151,17 @@ impl x::Structure for MultipleCertificatesVerifyFaultThumbprintData {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MultipleCertificatesVerifyFaultThumbprintData {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "MultipleCertificatesVerifyFaultThumbprintData",
+            x::fields_ref(self),
+        )
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MultipleCertificatesVerifyFaultThumbprintData {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -203,13 +207,13 @@ impl x::Structure for MultipleSnapshotsNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for MultipleSnapshotsNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MultipleSnapshotsNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for MultipleSnapshotsNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -263,13 +267,13 @@ impl x::Structure for NASDatastoreCreatedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for NASDatastoreCreatedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NASDatastoreCreatedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for NASDatastoreCreatedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -326,12 +330,12 @@ impl x::SchemaType for NamePasswordAuthentication {
 impl x::Structure for NamePasswordAuthentication {}
 impl std::fmt::Debug for NamePasswordAuthentication {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NamePasswordAuthentication", x::fields_ref(self))
     }
 }
 impl PartialEq for NamePasswordAuthentication {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for NamePasswordAuthentication {
@@ -391,13 +395,13 @@ impl x::Structure for NamespaceFull {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NamespaceFull {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NamespaceFull", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NamespaceFull {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -458,13 +462,13 @@ impl x::Structure for NamespaceLimitReached {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NamespaceLimitReached {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NamespaceLimitReached", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NamespaceLimitReached {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -521,13 +525,13 @@ impl x::Structure for NamespaceWriteProtected {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NamespaceWriteProtected {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NamespaceWriteProtected", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NamespaceWriteProtected {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -584,13 +588,13 @@ impl x::Structure for NasConfigFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NasConfigFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NasConfigFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NasConfigFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -649,13 +653,13 @@ impl x::Structure for NasConnectionLimitReached {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NasConnectionLimitReached {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NasConnectionLimitReached", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NasConnectionLimitReached {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -710,12 +714,12 @@ impl x::SchemaType for NasDatastoreInfo {
 impl x::Structure for NasDatastoreInfo {}
 impl std::fmt::Debug for NasDatastoreInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NasDatastoreInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for NasDatastoreInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for NasDatastoreInfo {
@@ -773,13 +777,13 @@ impl x::Structure for NasSessionCredentialConflict {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NasSessionCredentialConflict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NasSessionCredentialConflict", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NasSessionCredentialConflict {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -836,12 +840,12 @@ impl x::SchemaType for NasStorageProfile {
 impl x::Structure for NasStorageProfile {}
 impl std::fmt::Debug for NasStorageProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NasStorageProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for NasStorageProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for NasStorageProfile {
@@ -901,13 +905,13 @@ impl x::Structure for NasVolumeNotMounted {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NasVolumeNotMounted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NasVolumeNotMounted", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NasVolumeNotMounted {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -958,12 +962,12 @@ impl x::SchemaType for NegatableExpression {
 impl x::Structure for NegatableExpression {}
 impl std::fmt::Debug for NegatableExpression {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NegatableExpression", x::fields_ref(self))
     }
 }
 impl PartialEq for NegatableExpression {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for NegatableExpression {
@@ -997,12 +1001,12 @@ impl x::SchemaType for NetBIOSConfigInfo {
 impl x::Structure for NetBIOSConfigInfo {}
 impl std::fmt::Debug for NetBIOSConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetBIOSConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for NetBIOSConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for NetBIOSConfigInfo {
@@ -1036,12 +1040,12 @@ impl x::SchemaType for NetDhcpConfigInfo {
 impl x::Structure for NetDhcpConfigInfo {}
 impl std::fmt::Debug for NetDhcpConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetDhcpConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for NetDhcpConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for NetDhcpConfigInfo {
@@ -1077,12 +1081,12 @@ impl x::SchemaType for NetDhcpConfigInfoDhcpOptions {
 impl x::Structure for NetDhcpConfigInfoDhcpOptions {}
 impl std::fmt::Debug for NetDhcpConfigInfoDhcpOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetDhcpConfigInfoDhcpOptions", x::fields_ref(self))
     }
 }
 impl PartialEq for NetDhcpConfigInfoDhcpOptions {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for NetDhcpConfigInfoDhcpOptions {
@@ -1126,12 +1130,12 @@ impl x::SchemaType for NetDhcpConfigSpec {
 impl x::Structure for NetDhcpConfigSpec {}
 impl std::fmt::Debug for NetDhcpConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetDhcpConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for NetDhcpConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for NetDhcpConfigSpec {
@@ -1169,12 +1173,12 @@ impl x::SchemaType for NetDhcpConfigSpecDhcpOptionsSpec {
 impl x::Structure for NetDhcpConfigSpecDhcpOptionsSpec {}
 impl std::fmt::Debug for NetDhcpConfigSpecDhcpOptionsSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetDhcpConfigSpecDhcpOptionsSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for NetDhcpConfigSpecDhcpOptionsSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for NetDhcpConfigSpecDhcpOptionsSpec {
@@ -1227,12 +1231,12 @@ impl x::SchemaType for NetDnsConfigInfo {
 impl x::Structure for NetDnsConfigInfo {}
 impl std::fmt::Debug for NetDnsConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetDnsConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for NetDnsConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for NetDnsConfigInfo {
@@ -1291,12 +1295,12 @@ impl x::SchemaType for NetDnsConfigSpec {
 impl x::Structure for NetDnsConfigSpec {}
 impl std::fmt::Debug for NetDnsConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetDnsConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for NetDnsConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for NetDnsConfigSpec {
@@ -1351,12 +1355,12 @@ impl x::SchemaType for NetIpConfigInfo {
 impl x::Structure for NetIpConfigInfo {}
 impl std::fmt::Debug for NetIpConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetIpConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for NetIpConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for NetIpConfigInfo {
@@ -1411,12 +1415,12 @@ impl x::SchemaType for NetIpConfigInfoIpAddress {
 impl x::Structure for NetIpConfigInfoIpAddress {}
 impl std::fmt::Debug for NetIpConfigInfoIpAddress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetIpConfigInfoIpAddress", x::fields_ref(self))
     }
 }
 impl PartialEq for NetIpConfigInfoIpAddress {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for NetIpConfigInfoIpAddress {
@@ -1464,12 +1468,12 @@ impl x::SchemaType for NetIpConfigSpec {
 impl x::Structure for NetIpConfigSpec {}
 impl std::fmt::Debug for NetIpConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetIpConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for NetIpConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for NetIpConfigSpec {
@@ -1520,12 +1524,12 @@ impl x::SchemaType for NetIpConfigSpecIpAddressSpec {
 impl x::Structure for NetIpConfigSpecIpAddressSpec {}
 impl std::fmt::Debug for NetIpConfigSpecIpAddressSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetIpConfigSpecIpAddressSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for NetIpConfigSpecIpAddressSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for NetIpConfigSpecIpAddressSpec {
@@ -1565,12 +1569,12 @@ impl x::SchemaType for NetIpRouteConfigInfo {
 impl x::Structure for NetIpRouteConfigInfo {}
 impl std::fmt::Debug for NetIpRouteConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetIpRouteConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for NetIpRouteConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for NetIpRouteConfigInfo {
@@ -1611,12 +1615,12 @@ impl x::SchemaType for NetIpRouteConfigInfoGateway {
 impl x::Structure for NetIpRouteConfigInfoGateway {}
 impl std::fmt::Debug for NetIpRouteConfigInfoGateway {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetIpRouteConfigInfoGateway", x::fields_ref(self))
     }
 }
 impl PartialEq for NetIpRouteConfigInfoGateway {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for NetIpRouteConfigInfoGateway {
@@ -1654,12 +1658,12 @@ impl x::SchemaType for NetIpRouteConfigInfoIpRoute {
 impl x::Structure for NetIpRouteConfigInfoIpRoute {}
 impl std::fmt::Debug for NetIpRouteConfigInfoIpRoute {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetIpRouteConfigInfoIpRoute", x::fields_ref(self))
     }
 }
 impl PartialEq for NetIpRouteConfigInfoIpRoute {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for NetIpRouteConfigInfoIpRoute {
@@ -1699,12 +1703,12 @@ impl x::SchemaType for NetIpRouteConfigSpec {
 impl x::Structure for NetIpRouteConfigSpec {}
 impl std::fmt::Debug for NetIpRouteConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetIpRouteConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for NetIpRouteConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for NetIpRouteConfigSpec {
@@ -1745,12 +1749,12 @@ impl x::SchemaType for NetIpRouteConfigSpecGatewaySpec {
 impl x::Structure for NetIpRouteConfigSpecGatewaySpec {}
 impl std::fmt::Debug for NetIpRouteConfigSpecGatewaySpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetIpRouteConfigSpecGatewaySpec", x::fields_ref(self))
     }
 }
 impl PartialEq for NetIpRouteConfigSpecGatewaySpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for NetIpRouteConfigSpecGatewaySpec {
@@ -1790,12 +1794,12 @@ impl x::SchemaType for NetIpRouteConfigSpecIpRouteSpec {
 impl x::Structure for NetIpRouteConfigSpecIpRouteSpec {}
 impl std::fmt::Debug for NetIpRouteConfigSpecIpRouteSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetIpRouteConfigSpecIpRouteSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for NetIpRouteConfigSpecIpRouteSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for NetIpRouteConfigSpecIpRouteSpec {
@@ -1839,12 +1843,12 @@ impl x::SchemaType for NetIpStackInfo {
 impl x::Structure for NetIpStackInfo {}
 impl std::fmt::Debug for NetIpStackInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetIpStackInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for NetIpStackInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for NetIpStackInfo {
@@ -1892,12 +1896,12 @@ impl x::SchemaType for NetIpStackInfoDefaultRouter {
 impl x::Structure for NetIpStackInfoDefaultRouter {}
 impl std::fmt::Debug for NetIpStackInfoDefaultRouter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetIpStackInfoDefaultRouter", x::fields_ref(self))
     }
 }
 impl PartialEq for NetIpStackInfoDefaultRouter {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for NetIpStackInfoDefaultRouter {
@@ -1945,12 +1949,12 @@ impl x::SchemaType for NetIpStackInfoNetToMedia {
 impl x::Structure for NetIpStackInfoNetToMedia {}
 impl std::fmt::Debug for NetIpStackInfoNetToMedia {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetIpStackInfoNetToMedia", x::fields_ref(self))
     }
 }
 impl PartialEq for NetIpStackInfoNetToMedia {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for NetIpStackInfoNetToMedia {
@@ -2000,12 +2004,12 @@ impl x::SchemaType for NetStackInstanceProfile {
 impl x::Structure for NetStackInstanceProfile {}
 impl std::fmt::Debug for NetStackInstanceProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetStackInstanceProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for NetStackInstanceProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for NetStackInstanceProfile {

@@ -23,13 +23,13 @@ impl x::Structure for NetworkCopyFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NetworkCopyFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetworkCopyFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NetworkCopyFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -81,13 +81,13 @@ impl x::Structure for NetworkDisruptedAndConfigRolledBack {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NetworkDisruptedAndConfigRolledBack {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetworkDisruptedAndConfigRolledBack", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NetworkDisruptedAndConfigRolledBack {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -140,12 +140,12 @@ impl x::SchemaType for NetworkEventArgument {
 impl x::Structure for NetworkEventArgument {}
 impl std::fmt::Debug for NetworkEventArgument {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetworkEventArgument", x::fields_ref(self))
     }
 }
 impl PartialEq for NetworkEventArgument {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for NetworkEventArgument {
@@ -197,13 +197,13 @@ impl x::Structure for NetworkInaccessible {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NetworkInaccessible {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetworkInaccessible", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NetworkInaccessible {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -249,12 +249,12 @@ impl x::SchemaType for NetworkPolicyProfile {
 impl x::Structure for NetworkPolicyProfile {}
 impl std::fmt::Debug for NetworkPolicyProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetworkPolicyProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for NetworkPolicyProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for NetworkPolicyProfile {
@@ -325,12 +325,12 @@ impl x::SchemaType for NetworkProfile {
 impl x::Structure for NetworkProfile {}
 impl std::fmt::Debug for NetworkProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetworkProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for NetworkProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for NetworkProfile {
@@ -427,12 +427,12 @@ impl x::SchemaType for NetworkProfileDnsConfigProfile {
 impl x::Structure for NetworkProfileDnsConfigProfile {}
 impl std::fmt::Debug for NetworkProfileDnsConfigProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetworkProfileDnsConfigProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for NetworkProfileDnsConfigProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for NetworkProfileDnsConfigProfile {
@@ -483,13 +483,13 @@ impl x::Structure for NetworkRollbackEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for NetworkRollbackEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetworkRollbackEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for NetworkRollbackEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -550,12 +550,12 @@ impl x::SchemaType for NetworkSummary {
 impl x::Structure for NetworkSummary {}
 impl std::fmt::Debug for NetworkSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetworkSummary", x::fields_ref(self))
     }
 }
 impl PartialEq for NetworkSummary {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for NetworkSummary {
@@ -603,13 +603,13 @@ impl x::Structure for NetworksMayNotBeTheSame {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NetworksMayNotBeTheSame {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NetworksMayNotBeTheSame", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NetworksMayNotBeTheSame {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -668,13 +668,13 @@ impl x::Structure for NicSettingMismatch {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NicSettingMismatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NicSettingMismatch", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NicSettingMismatch {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -733,13 +733,13 @@ impl x::Structure for NoAccessUserEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for NoAccessUserEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoAccessUserEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for NoAccessUserEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -796,13 +796,13 @@ impl x::Structure for NoActiveHostInCluster {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NoActiveHostInCluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoActiveHostInCluster", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NoActiveHostInCluster {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -859,13 +859,13 @@ impl x::Structure for NoAvailableIp {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NoAvailableIp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoAvailableIp", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NoAvailableIp {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -920,13 +920,13 @@ impl x::Structure for NoClientCertificate {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NoClientCertificate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoClientCertificate", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NoClientCertificate {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -976,13 +976,13 @@ impl x::Structure for NoCompatibleDatastore {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NoCompatibleDatastore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoCompatibleDatastore", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NoCompatibleDatastore {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1034,13 +1034,13 @@ impl x::Structure for NoCompatibleHardAffinityHost {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NoCompatibleHardAffinityHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoCompatibleHardAffinityHost", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NoCompatibleHardAffinityHost {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1099,13 +1099,13 @@ impl x::Structure for NoCompatibleHost {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NoCompatibleHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoCompatibleHost", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NoCompatibleHost {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1172,13 +1172,13 @@ impl x::Structure for NoCompatibleHostWithAccessToDevice {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NoCompatibleHostWithAccessToDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoCompatibleHostWithAccessToDevice", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NoCompatibleHostWithAccessToDevice {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1230,13 +1230,13 @@ impl x::Structure for NoCompatibleSoftAffinityHost {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NoCompatibleSoftAffinityHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoCompatibleSoftAffinityHost", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NoCompatibleSoftAffinityHost {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1291,13 +1291,13 @@ impl x::Structure for NoConnectedDatastore {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NoConnectedDatastore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoConnectedDatastore", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NoConnectedDatastore {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1347,13 +1347,13 @@ impl x::Structure for NoDatastoresConfiguredEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for NoDatastoresConfiguredEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoDatastoresConfiguredEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for NoDatastoresConfiguredEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1403,13 +1403,13 @@ impl x::Structure for NoDiskFound {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NoDiskFound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoDiskFound", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NoDiskFound {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1461,13 +1461,13 @@ impl x::Structure for NoDiskSpace {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NoDiskSpace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoDiskSpace", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NoDiskSpace {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1522,13 +1522,13 @@ impl x::Structure for NoDisksToCustomize {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NoDisksToCustomize {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoDisksToCustomize", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NoDisksToCustomize {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1578,13 +1578,13 @@ impl x::Structure for NoGateway {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NoGateway {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoGateway", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NoGateway {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1634,13 +1634,13 @@ impl x::Structure for NoGuestHeartbeat {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NoGuestHeartbeat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoGuestHeartbeat", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NoGuestHeartbeat {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1692,13 +1692,13 @@ impl x::Structure for NoHost {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NoHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoHost", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NoHost {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1757,13 +1757,13 @@ impl x::Structure for NoHostSuitableForFtSecondary {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NoHostSuitableForFtSecondary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoHostSuitableForFtSecondary", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NoHostSuitableForFtSecondary {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1828,13 +1828,13 @@ impl x::Structure for NoLicenseEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for NoLicenseEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoLicenseEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for NoLicenseEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1889,13 +1889,13 @@ impl x::Structure for NoLicenseServerConfigured {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NoLicenseServerConfigured {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoLicenseServerConfigured", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NoLicenseServerConfigured {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1945,13 +1945,17 @@ impl x::Structure for NoMaintenanceModeDrsRecommendationForVM {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for NoMaintenanceModeDrsRecommendationForVM {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "NoMaintenanceModeDrsRecommendationForVM",
+            x::fields_ref(self),
+        )
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for NoMaintenanceModeDrsRecommendationForVM {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2001,13 +2005,13 @@ impl x::Structure for NoPeerHostFound {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NoPeerHostFound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoPeerHostFound", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NoPeerHostFound {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2061,12 +2065,12 @@ impl x::SchemaType for NoPermission {
 impl x::Structure for NoPermission {}
 impl std::fmt::Debug for NoPermission {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoPermission", x::fields_ref(self))
     }
 }
 impl PartialEq for NoPermission {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for NoPermission {
@@ -2142,12 +2146,12 @@ impl x::SchemaType for NoPermissionEntityPrivileges {
 impl x::Structure for NoPermissionEntityPrivileges {}
 impl std::fmt::Debug for NoPermissionEntityPrivileges {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoPermissionEntityPrivileges", x::fields_ref(self))
     }
 }
 impl PartialEq for NoPermissionEntityPrivileges {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for NoPermissionEntityPrivileges {
@@ -2200,13 +2204,13 @@ impl x::Structure for NoPermissionOnAD {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NoPermissionOnAD {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoPermissionOnAD", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NoPermissionOnAD {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2256,13 +2260,13 @@ impl x::Structure for NoPermissionOnHost {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NoPermissionOnHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoPermissionOnHost", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NoPermissionOnHost {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2314,13 +2318,13 @@ impl x::Structure for NoPermissionOnNasVolume {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NoPermissionOnNasVolume {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoPermissionOnNasVolume", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NoPermissionOnNasVolume {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2375,13 +2379,13 @@ impl x::Structure for NoSubjectName {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NoSubjectName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoSubjectName", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NoSubjectName {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2431,13 +2435,13 @@ impl x::Structure for NoVcManagedIpConfigured {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NoVcManagedIpConfigured {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoVcManagedIpConfigured", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NoVcManagedIpConfigured {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2487,13 +2491,13 @@ impl x::Structure for NoVirtualNic {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NoVirtualNic {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoVirtualNic", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NoVirtualNic {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2543,13 +2547,13 @@ impl x::Structure for NoVmInVApp {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NoVmInVApp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NoVmInVApp", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NoVmInVApp {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]

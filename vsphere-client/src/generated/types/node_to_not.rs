@@ -35,12 +35,12 @@ impl x::SchemaType for NodeDeploymentSpec {
 impl x::Structure for NodeDeploymentSpec {}
 impl std::fmt::Debug for NodeDeploymentSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NodeDeploymentSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for NodeDeploymentSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for NodeDeploymentSpec {
@@ -90,12 +90,12 @@ impl x::SchemaType for NodeNetworkSpec {
 impl x::Structure for NodeNetworkSpec {}
 impl std::fmt::Debug for NodeNetworkSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NodeNetworkSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for NodeNetworkSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for NodeNetworkSpec {
@@ -133,13 +133,13 @@ impl x::Structure for NonADUserRequired {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NonADUserRequired {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NonADUserRequired", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NonADUserRequired {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -191,13 +191,13 @@ impl x::Structure for NonHomeRDMVMotionNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NonHomeRDMVMotionNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NonHomeRDMVMotionNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NonHomeRDMVMotionNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -258,13 +258,13 @@ impl x::Structure for NonPersistentDisksNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NonPersistentDisksNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NonPersistentDisksNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NonPersistentDisksNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -314,13 +314,13 @@ impl x::Structure for NonVIWorkloadDetectedOnDatastoreEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for NonVIWorkloadDetectedOnDatastoreEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NonVIWorkloadDetectedOnDatastoreEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for NonVIWorkloadDetectedOnDatastoreEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -372,13 +372,13 @@ impl x::Structure for NonVmwareOuiMacNotSupportedHost {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NonVmwareOuiMacNotSupportedHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NonVmwareOuiMacNotSupportedHost", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NonVmwareOuiMacNotSupportedHost {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -433,13 +433,13 @@ impl x::Structure for NotADirectory {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NotADirectory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NotADirectory", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NotADirectory {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -489,13 +489,13 @@ impl x::Structure for NotAFile {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NotAFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NotAFile", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NotAFile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -541,12 +541,12 @@ impl x::SchemaType for NotAuthenticated {
 impl x::Structure for NotAuthenticated {}
 impl std::fmt::Debug for NotAuthenticated {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NotAuthenticated", x::fields_ref(self))
     }
 }
 impl PartialEq for NotAuthenticated {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for NotAuthenticated {
@@ -597,13 +597,13 @@ impl x::Structure for NotEnoughCpus {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NotEnoughCpus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NotEnoughCpus", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NotEnoughCpus {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -662,12 +662,12 @@ impl x::SchemaType for NotEnoughLicenses {
 impl x::Structure for NotEnoughLicenses {}
 impl std::fmt::Debug for NotEnoughLicenses {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NotEnoughLicenses", x::fields_ref(self))
     }
 }
 impl PartialEq for NotEnoughLicenses {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for NotEnoughLicenses {
@@ -716,13 +716,13 @@ impl x::Structure for NotEnoughLogicalCpus {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NotEnoughLogicalCpus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NotEnoughLogicalCpus", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NotEnoughLogicalCpus {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -779,13 +779,13 @@ impl x::Structure for NotEnoughResourcesToStartVmEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for NotEnoughResourcesToStartVmEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NotEnoughResourcesToStartVmEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for NotEnoughResourcesToStartVmEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -836,12 +836,12 @@ impl x::SchemaType for NotFound {
 impl x::Structure for NotFound {}
 impl std::fmt::Debug for NotFound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NotFound", x::fields_ref(self))
     }
 }
 impl PartialEq for NotFound {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for NotFound {
@@ -884,12 +884,12 @@ impl x::SchemaType for NotImplemented {
 impl x::Structure for NotImplemented {}
 impl std::fmt::Debug for NotImplemented {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NotImplemented", x::fields_ref(self))
     }
 }
 impl PartialEq for NotImplemented {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for NotImplemented {
@@ -932,12 +932,12 @@ impl x::SchemaType for NotSupported {
 impl x::Structure for NotSupported {}
 impl std::fmt::Debug for NotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NotSupported", x::fields_ref(self))
     }
 }
 impl PartialEq for NotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for NotSupported {
@@ -996,13 +996,13 @@ impl x::Structure for NotSupportedDeviceForFT {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NotSupportedDeviceForFT {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NotSupportedDeviceForFT", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NotSupportedDeviceForFT {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1077,13 +1077,13 @@ impl x::Structure for NotSupportedHost {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NotSupportedHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NotSupportedHost", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NotSupportedHost {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1140,13 +1140,13 @@ impl x::Structure for NotSupportedHostForChecksum {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NotSupportedHostForChecksum {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NotSupportedHostForChecksum", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NotSupportedHostForChecksum {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1198,13 +1198,13 @@ impl x::Structure for NotSupportedHostForVFlash {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NotSupportedHostForVFlash {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NotSupportedHostForVFlash", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NotSupportedHostForVFlash {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1261,13 +1261,13 @@ impl x::Structure for NotSupportedHostForVmcp {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NotSupportedHostForVmcp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NotSupportedHostForVmcp", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NotSupportedHostForVmcp {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1324,13 +1324,13 @@ impl x::Structure for NotSupportedHostForVmemFile {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NotSupportedHostForVmemFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NotSupportedHostForVmemFile", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NotSupportedHostForVmemFile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1387,13 +1387,13 @@ impl x::Structure for NotSupportedHostForVsan {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NotSupportedHostForVsan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NotSupportedHostForVsan", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NotSupportedHostForVsan {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1448,13 +1448,13 @@ impl x::Structure for NotSupportedHostInCluster {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NotSupportedHostInCluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NotSupportedHostInCluster", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NotSupportedHostInCluster {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1506,13 +1506,13 @@ impl x::Structure for NotSupportedHostInDvs {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NotSupportedHostInDvs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NotSupportedHostInDvs", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NotSupportedHostInDvs {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1571,13 +1571,13 @@ impl x::Structure for NotSupportedHostInHACluster {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NotSupportedHostInHACluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NotSupportedHostInHACluster", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NotSupportedHostInHACluster {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1634,13 +1634,13 @@ impl x::Structure for NotUserConfigurableProperty {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NotUserConfigurableProperty {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NotUserConfigurableProperty", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NotUserConfigurableProperty {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]

@@ -23,12 +23,12 @@ impl x::SchemaType for NsxHostVNicProfile {
 impl x::Structure for NsxHostVNicProfile {}
 impl std::fmt::Debug for NsxHostVNicProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NsxHostVNicProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for NsxHostVNicProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for NsxHostVNicProfile {
@@ -82,12 +82,12 @@ impl x::SchemaType for NumPortsProfile {
 impl x::Structure for NumPortsProfile {}
 impl std::fmt::Debug for NumPortsProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NumPortsProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for NumPortsProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for NumPortsProfile {
@@ -138,13 +138,13 @@ impl x::Structure for NumVirtualCoresPerSocketNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NumVirtualCoresPerSocketNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NumVirtualCoresPerSocketNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NumVirtualCoresPerSocketNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -214,13 +214,13 @@ impl x::Structure for NumVirtualCpusExceedsLimit {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NumVirtualCpusExceedsLimit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NumVirtualCpusExceedsLimit", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NumVirtualCpusExceedsLimit {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -285,13 +285,13 @@ impl x::Structure for NumVirtualCpusIncompatible {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NumVirtualCpusIncompatible {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NumVirtualCpusIncompatible", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NumVirtualCpusIncompatible {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -352,13 +352,13 @@ impl x::Structure for NumVirtualCpusNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for NumVirtualCpusNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NumVirtualCpusNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for NumVirtualCpusNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -417,12 +417,12 @@ impl x::SchemaType for NumericRange {
 impl x::Structure for NumericRange {}
 impl std::fmt::Debug for NumericRange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NumericRange", x::fields_ref(self))
     }
 }
 impl PartialEq for NumericRange {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for NumericRange {
@@ -478,12 +478,12 @@ impl x::SchemaType for NvdimmDimmInfo {
 impl x::Structure for NvdimmDimmInfo {}
 impl std::fmt::Debug for NvdimmDimmInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NvdimmDimmInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for NvdimmDimmInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for NvdimmDimmInfo {
@@ -555,12 +555,12 @@ impl x::SchemaType for NvdimmGuid {
 impl x::Structure for NvdimmGuid {}
 impl std::fmt::Debug for NvdimmGuid {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NvdimmGuid", x::fields_ref(self))
     }
 }
 impl PartialEq for NvdimmGuid {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for NvdimmGuid {
@@ -616,12 +616,12 @@ impl x::SchemaType for NvdimmHealthInfo {
 impl x::Structure for NvdimmHealthInfo {}
 impl std::fmt::Debug for NvdimmHealthInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NvdimmHealthInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for NvdimmHealthInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for NvdimmHealthInfo {
@@ -702,12 +702,12 @@ impl x::SchemaType for NvdimmInterleaveSetInfo {
 impl x::Structure for NvdimmInterleaveSetInfo {}
 impl std::fmt::Debug for NvdimmInterleaveSetInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NvdimmInterleaveSetInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for NvdimmInterleaveSetInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for NvdimmInterleaveSetInfo {
@@ -776,12 +776,12 @@ impl x::SchemaType for NvdimmNamespaceCreateSpec {
 impl x::Structure for NvdimmNamespaceCreateSpec {}
 impl std::fmt::Debug for NvdimmNamespaceCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NvdimmNamespaceCreateSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for NvdimmNamespaceCreateSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for NvdimmNamespaceCreateSpec {
@@ -821,12 +821,12 @@ impl x::SchemaType for NvdimmNamespaceDeleteSpec {
 impl x::Structure for NvdimmNamespaceDeleteSpec {}
 impl std::fmt::Debug for NvdimmNamespaceDeleteSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NvdimmNamespaceDeleteSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for NvdimmNamespaceDeleteSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for NvdimmNamespaceDeleteSpec {
@@ -870,12 +870,12 @@ impl x::SchemaType for NvdimmNamespaceDetails {
 impl x::Structure for NvdimmNamespaceDetails {}
 impl std::fmt::Debug for NvdimmNamespaceDetails {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NvdimmNamespaceDetails", x::fields_ref(self))
     }
 }
 impl PartialEq for NvdimmNamespaceDetails {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for NvdimmNamespaceDetails {
@@ -937,12 +937,12 @@ impl x::SchemaType for NvdimmNamespaceInfo {
 impl x::Structure for NvdimmNamespaceInfo {}
 impl std::fmt::Debug for NvdimmNamespaceInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NvdimmNamespaceInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for NvdimmNamespaceInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for NvdimmNamespaceInfo {
@@ -996,12 +996,12 @@ impl x::SchemaType for NvdimmPMemNamespaceCreateSpec {
 impl x::Structure for NvdimmPMemNamespaceCreateSpec {}
 impl std::fmt::Debug for NvdimmPMemNamespaceCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NvdimmPMemNamespaceCreateSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for NvdimmPMemNamespaceCreateSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for NvdimmPMemNamespaceCreateSpec {
@@ -1047,12 +1047,12 @@ impl x::SchemaType for NvdimmRegionInfo {
 impl x::Structure for NvdimmRegionInfo {}
 impl std::fmt::Debug for NvdimmRegionInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NvdimmRegionInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for NvdimmRegionInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for NvdimmRegionInfo {
@@ -1112,12 +1112,12 @@ impl x::SchemaType for NvdimmSummary {
 impl x::Structure for NvdimmSummary {}
 impl std::fmt::Debug for NvdimmSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NvdimmSummary", x::fields_ref(self))
     }
 }
 impl PartialEq for NvdimmSummary {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for NvdimmSummary {
@@ -1177,12 +1177,12 @@ impl x::SchemaType for NvdimmSystemInfo {
 impl x::Structure for NvdimmSystemInfo {}
 impl std::fmt::Debug for NvdimmSystemInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "NvdimmSystemInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for NvdimmSystemInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for NvdimmSystemInfo {

@@ -21,12 +21,12 @@ impl x::SchemaType for ObjectContent {
 impl x::Structure for ObjectContent {}
 impl std::fmt::Debug for ObjectContent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ObjectContent", x::fields_ref(self))
     }
 }
 impl PartialEq for ObjectContent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ObjectContent {
@@ -79,12 +79,12 @@ impl x::SchemaType for ObjectSpec {
 impl x::Structure for ObjectSpec {}
 impl std::fmt::Debug for ObjectSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ObjectSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for ObjectSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ObjectSpec {
@@ -139,12 +139,12 @@ impl x::SchemaType for ObjectUpdate {
 impl x::Structure for ObjectUpdate {}
 impl std::fmt::Debug for ObjectUpdate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ObjectUpdate", x::fields_ref(self))
     }
 }
 impl PartialEq for ObjectUpdate {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ObjectUpdate {
@@ -200,12 +200,12 @@ impl x::SchemaType for OnceTaskScheduler {
 impl x::Structure for OnceTaskScheduler {}
 impl std::fmt::Debug for OnceTaskScheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OnceTaskScheduler", x::fields_ref(self))
     }
 }
 impl PartialEq for OnceTaskScheduler {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for OnceTaskScheduler {
@@ -251,12 +251,12 @@ impl x::SchemaType for OpaqueNetworkCapability {
 impl x::Structure for OpaqueNetworkCapability {}
 impl std::fmt::Debug for OpaqueNetworkCapability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OpaqueNetworkCapability", x::fields_ref(self))
     }
 }
 impl PartialEq for OpaqueNetworkCapability {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for OpaqueNetworkCapability {
@@ -296,12 +296,12 @@ impl x::SchemaType for OpaqueNetworkSummary {
 impl x::Structure for OpaqueNetworkSummary {}
 impl std::fmt::Debug for OpaqueNetworkSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OpaqueNetworkSummary", x::fields_ref(self))
     }
 }
 impl PartialEq for OpaqueNetworkSummary {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for OpaqueNetworkSummary {
@@ -355,12 +355,12 @@ impl x::SchemaType for OpaqueNetworkTargetInfo {
 impl x::Structure for OpaqueNetworkTargetInfo {}
 impl std::fmt::Debug for OpaqueNetworkTargetInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OpaqueNetworkTargetInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for OpaqueNetworkTargetInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for OpaqueNetworkTargetInfo {
@@ -422,12 +422,12 @@ impl x::SchemaType for OpaqueSwitchProfile {
 impl x::Structure for OpaqueSwitchProfile {}
 impl std::fmt::Debug for OpaqueSwitchProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OpaqueSwitchProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for OpaqueSwitchProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for OpaqueSwitchProfile {
@@ -474,13 +474,13 @@ impl x::Structure for OperationDisabledByGuest {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OperationDisabledByGuest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OperationDisabledByGuest", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OperationDisabledByGuest {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -530,13 +530,13 @@ impl x::Structure for OperationDisallowedOnHost {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OperationDisallowedOnHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OperationDisallowedOnHost", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OperationDisallowedOnHost {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -586,13 +586,13 @@ impl x::Structure for OperationNotSupportedByGuest {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OperationNotSupportedByGuest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OperationNotSupportedByGuest", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OperationNotSupportedByGuest {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -640,12 +640,12 @@ impl x::SchemaType for OptionDef {
 impl x::Structure for OptionDef {}
 impl std::fmt::Debug for OptionDef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OptionDef", x::fields_ref(self))
     }
 }
 impl PartialEq for OptionDef {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for OptionDef {
@@ -699,12 +699,12 @@ impl x::SchemaType for OptionProfile {
 impl x::Structure for OptionProfile {}
 impl std::fmt::Debug for OptionProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OptionProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for OptionProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for OptionProfile {
@@ -756,12 +756,12 @@ impl x::SchemaType for OptionType {
 impl x::Structure for OptionType {}
 impl std::fmt::Debug for OptionType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OptionType", x::fields_ref(self))
     }
 }
 impl PartialEq for OptionType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for OptionType {
@@ -797,12 +797,12 @@ impl x::SchemaType for OptionValue {
 impl x::Structure for OptionValue {}
 impl std::fmt::Debug for OptionValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OptionValue", x::fields_ref(self))
     }
 }
 impl PartialEq for OptionValue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for OptionValue {
@@ -836,12 +836,12 @@ impl x::SchemaType for OrAlarmExpression {
 impl x::Structure for OrAlarmExpression {}
 impl std::fmt::Debug for OrAlarmExpression {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OrAlarmExpression", x::fields_ref(self))
     }
 }
 impl PartialEq for OrAlarmExpression {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for OrAlarmExpression {
@@ -888,13 +888,13 @@ impl x::Structure for OutOfBounds {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OutOfBounds {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OutOfBounds", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OutOfBounds {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -951,13 +951,13 @@ impl x::Structure for OutOfSyncDvsHost {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for OutOfSyncDvsHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OutOfSyncDvsHost", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for OutOfSyncDvsHost {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1025,13 +1025,13 @@ impl x::Structure for OvfAttribute {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfAttribute {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfAttribute", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfAttribute {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1088,13 +1088,13 @@ impl x::Structure for OvfConnectedDevice {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfConnectedDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfConnectedDevice", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfConnectedDevice {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1146,13 +1146,13 @@ impl x::Structure for OvfConnectedDeviceFloppy {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfConnectedDeviceFloppy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfConnectedDeviceFloppy", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfConnectedDeviceFloppy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1209,13 +1209,13 @@ impl x::Structure for OvfConnectedDeviceIso {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfConnectedDeviceIso {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfConnectedDeviceIso", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfConnectedDeviceIso {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1272,13 +1272,13 @@ impl x::Structure for OvfConstraint {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfConstraint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfConstraint", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfConstraint {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1337,13 +1337,13 @@ impl x::Structure for OvfConsumerCallbackFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfConsumerCallbackFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfConsumerCallbackFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfConsumerCallbackFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1402,13 +1402,13 @@ impl x::Structure for OvfConsumerCommunicationError {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfConsumerCommunicationError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfConsumerCommunicationError", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfConsumerCommunicationError {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1475,13 +1475,13 @@ impl x::Structure for OvfConsumerFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfConsumerFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfConsumerFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfConsumerFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1561,13 +1561,13 @@ impl x::Structure for OvfConsumerInvalidSection {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfConsumerInvalidSection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfConsumerInvalidSection", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfConsumerInvalidSection {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1632,12 +1632,12 @@ impl x::SchemaType for OvfConsumerOstNode {
 impl x::Structure for OvfConsumerOstNode {}
 impl std::fmt::Debug for OvfConsumerOstNode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfConsumerOstNode", x::fields_ref(self))
     }
 }
 impl PartialEq for OvfConsumerOstNode {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for OvfConsumerOstNode {
@@ -1694,12 +1694,12 @@ impl x::SchemaType for OvfConsumerOvfSection {
 impl x::Structure for OvfConsumerOvfSection {}
 impl std::fmt::Debug for OvfConsumerOvfSection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfConsumerOvfSection", x::fields_ref(self))
     }
 }
 impl PartialEq for OvfConsumerOvfSection {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for OvfConsumerOvfSection {
@@ -1749,13 +1749,13 @@ impl x::Structure for OvfConsumerPowerOnFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfConsumerPowerOnFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfConsumerPowerOnFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfConsumerPowerOnFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1816,13 +1816,13 @@ impl x::Structure for OvfConsumerUndeclaredSection {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfConsumerUndeclaredSection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfConsumerUndeclaredSection", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfConsumerUndeclaredSection {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1885,13 +1885,13 @@ impl x::Structure for OvfConsumerUndefinedPrefix {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfConsumerUndefinedPrefix {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfConsumerUndefinedPrefix", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfConsumerUndefinedPrefix {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1958,13 +1958,13 @@ impl x::Structure for OvfConsumerValidationFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfConsumerValidationFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfConsumerValidationFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfConsumerValidationFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2031,13 +2031,13 @@ impl x::Structure for OvfCpuCompatibility {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfCpuCompatibility {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfCpuCompatibility", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfCpuCompatibility {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2098,13 +2098,13 @@ impl x::Structure for OvfCpuCompatibilityCheckNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfCpuCompatibilityCheckNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfCpuCompatibilityCheckNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfCpuCompatibilityCheckNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2158,12 +2158,12 @@ impl x::SchemaType for OvfCreateDescriptorParams {
 impl x::Structure for OvfCreateDescriptorParams {}
 impl std::fmt::Debug for OvfCreateDescriptorParams {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfCreateDescriptorParams", x::fields_ref(self))
     }
 }
 impl PartialEq for OvfCreateDescriptorParams {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for OvfCreateDescriptorParams {
@@ -2223,12 +2223,12 @@ impl x::SchemaType for OvfCreateDescriptorResult {
 impl x::Structure for OvfCreateDescriptorResult {}
 impl std::fmt::Debug for OvfCreateDescriptorResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfCreateDescriptorResult", x::fields_ref(self))
     }
 }
 impl PartialEq for OvfCreateDescriptorResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for OvfCreateDescriptorResult {
@@ -2298,12 +2298,12 @@ impl x::SchemaType for OvfCreateImportSpecParams {
 impl x::Structure for OvfCreateImportSpecParams {}
 impl std::fmt::Debug for OvfCreateImportSpecParams {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfCreateImportSpecParams", x::fields_ref(self))
     }
 }
 impl PartialEq for OvfCreateImportSpecParams {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for OvfCreateImportSpecParams {
@@ -2393,12 +2393,12 @@ impl x::SchemaType for OvfCreateImportSpecResult {
 impl x::Structure for OvfCreateImportSpecResult {}
 impl std::fmt::Debug for OvfCreateImportSpecResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfCreateImportSpecResult", x::fields_ref(self))
     }
 }
 impl PartialEq for OvfCreateImportSpecResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for OvfCreateImportSpecResult {
@@ -2454,12 +2454,12 @@ impl x::SchemaType for OvfDatastoreMapping {
 impl x::Structure for OvfDatastoreMapping {}
 impl std::fmt::Debug for OvfDatastoreMapping {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfDatastoreMapping", x::fields_ref(self))
     }
 }
 impl PartialEq for OvfDatastoreMapping {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for OvfDatastoreMapping {
@@ -2502,12 +2502,12 @@ impl x::SchemaType for OvfDeploymentOption {
 impl x::Structure for OvfDeploymentOption {}
 impl std::fmt::Debug for OvfDeploymentOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfDeploymentOption", x::fields_ref(self))
     }
 }
 impl PartialEq for OvfDeploymentOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for OvfDeploymentOption {
@@ -2557,13 +2557,13 @@ impl x::Structure for OvfDiskMappingNotFound {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfDiskMappingNotFound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfDiskMappingNotFound", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfDiskMappingNotFound {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2620,13 +2620,13 @@ impl x::Structure for OvfDiskOrderConstraint {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfDiskOrderConstraint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfDiskOrderConstraint", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfDiskOrderConstraint {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2676,13 +2676,13 @@ impl x::Structure for OvfDuplicateElement {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfDuplicateElement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfDuplicateElement", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfDuplicateElement {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2734,13 +2734,13 @@ impl x::Structure for OvfDuplicatedElementBoundary {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfDuplicatedElementBoundary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfDuplicatedElementBoundary", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfDuplicatedElementBoundary {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2797,13 +2797,13 @@ impl x::Structure for OvfDuplicatedPropertyIdExport {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfDuplicatedPropertyIdExport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfDuplicatedPropertyIdExport", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfDuplicatedPropertyIdExport {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2858,13 +2858,13 @@ impl x::Structure for OvfDuplicatedPropertyIdImport {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfDuplicatedPropertyIdImport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfDuplicatedPropertyIdImport", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfDuplicatedPropertyIdImport {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2916,13 +2916,13 @@ impl x::Structure for OvfElement {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfElement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfElement", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfElement {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2979,13 +2979,13 @@ impl x::Structure for OvfElementInvalidValue {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfElementInvalidValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfElementInvalidValue", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfElementInvalidValue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -3040,13 +3040,13 @@ impl x::Structure for OvfExport {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfExport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfExport", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfExport {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -3096,13 +3096,13 @@ impl x::Structure for OvfExportFailed {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfExportFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfExportFailed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfExportFailed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -3152,13 +3152,13 @@ impl x::Structure for OvfFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -3214,12 +3214,12 @@ impl x::SchemaType for OvfFile {
 impl x::Structure for OvfFile {}
 impl std::fmt::Debug for OvfFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfFile", x::fields_ref(self))
     }
 }
 impl PartialEq for OvfFile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for OvfFile {
@@ -3279,12 +3279,12 @@ impl x::SchemaType for OvfFileItem {
 impl x::Structure for OvfFileItem {}
 impl std::fmt::Debug for OvfFileItem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfFileItem", x::fields_ref(self))
     }
 }
 impl PartialEq for OvfFileItem {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for OvfFileItem {
@@ -3338,13 +3338,13 @@ impl x::Structure for OvfHardwareCheck {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfHardwareCheck {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfHardwareCheck", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfHardwareCheck {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -3398,13 +3398,13 @@ impl x::Structure for OvfHardwareExport {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfHardwareExport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfHardwareExport", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfHardwareExport {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -3463,13 +3463,13 @@ impl x::Structure for OvfHostResourceConstraint {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfHostResourceConstraint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfHostResourceConstraint", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfHostResourceConstraint {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -3504,128 +3504,5 @@ impl x::Fields for OvfHostResourceConstraint {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.ovf_constraint, w);
         w.write("value", &self.value);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `OvfHostValueNotParsed` (extends `OvfSystemFault`).
-///
-/// The fields of `OvfSystemFault` are in `ovf_system_fault`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct OvfHostValueNotParsed {
-    /// The fields `OvfHostValueNotParsed` inherits from `OvfSystemFault`.
-    pub ovf_system_fault: OvfSystemFault,
-    /// `property`.
-    pub property: String,
-    /// `value`.
-    pub value: String,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for OvfHostValueNotParsed {
-    const TYPE_NAME: &'static str = "OvfHostValueNotParsed";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for OvfHostValueNotParsed {}
-#[cfg(feature = "all-faults")]
-impl std::fmt::Debug for OvfHostValueNotParsed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-faults")]
-impl PartialEq for OvfHostValueNotParsed {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for OvfHostValueNotParsed {
-    type Target = OvfSystemFault;
-    #[inline]
-    fn deref(&self) -> &OvfSystemFault {
-        &self.ovf_system_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for OvfHostValueNotParsed {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut OvfSystemFault {
-        &mut self.ovf_system_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for OvfHostValueNotParsed {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "property" => r.read(&mut self.property),
-            "value" => r.read(&mut self.value),
-            _ => return x::Fields::decode_field(&mut self.ovf_system_fault, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.ovf_system_fault, w);
-        w.write("property", &self.property);
-        w.write("value", &self.value);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `OvfImport` (extends `OvfFault`).
-///
-/// The fields of `OvfFault` are in `ovf_fault`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct OvfImport {
-    /// The fields `OvfImport` inherits from `OvfFault`.
-    pub ovf_fault: OvfFault,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for OvfImport {
-    const TYPE_NAME: &'static str = "OvfImport";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for OvfImport {}
-#[cfg(feature = "all-faults")]
-impl std::fmt::Debug for OvfImport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-faults")]
-impl PartialEq for OvfImport {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for OvfImport {
-    type Target = OvfFault;
-    #[inline]
-    fn deref(&self) -> &OvfFault {
-        &self.ovf_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for OvfImport {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut OvfFault {
-        &mut self.ovf_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for OvfImport {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.ovf_fault, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.ovf_fault, w);
     }
 }

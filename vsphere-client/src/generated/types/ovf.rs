@@ -6,6 +6,129 @@ use super::*;
 use crate::xml as x;
 
 #[cfg(feature = "all-faults")]
+/// `OvfHostValueNotParsed` (extends `OvfSystemFault`).
+///
+/// The fields of `OvfSystemFault` are in `ovf_system_fault`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct OvfHostValueNotParsed {
+    /// The fields `OvfHostValueNotParsed` inherits from `OvfSystemFault`.
+    pub ovf_system_fault: OvfSystemFault,
+    /// `property`.
+    pub property: String,
+    /// `value`.
+    pub value: String,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for OvfHostValueNotParsed {
+    const TYPE_NAME: &'static str = "OvfHostValueNotParsed";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for OvfHostValueNotParsed {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfHostValueNotParsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfHostValueNotParsed", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfHostValueNotParsed {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for OvfHostValueNotParsed {
+    type Target = OvfSystemFault;
+    #[inline]
+    fn deref(&self) -> &OvfSystemFault {
+        &self.ovf_system_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for OvfHostValueNotParsed {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfSystemFault {
+        &mut self.ovf_system_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for OvfHostValueNotParsed {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "property" => r.read(&mut self.property),
+            "value" => r.read(&mut self.value),
+            _ => return x::Fields::decode_field(&mut self.ovf_system_fault, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.ovf_system_fault, w);
+        w.write("property", &self.property);
+        w.write("value", &self.value);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `OvfImport` (extends `OvfFault`).
+///
+/// The fields of `OvfFault` are in `ovf_fault`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct OvfImport {
+    /// The fields `OvfImport` inherits from `OvfFault`.
+    pub ovf_fault: OvfFault,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for OvfImport {
+    const TYPE_NAME: &'static str = "OvfImport";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for OvfImport {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfImport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfImport", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfImport {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for OvfImport {
+    type Target = OvfFault;
+    #[inline]
+    fn deref(&self) -> &OvfFault {
+        &self.ovf_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for OvfImport {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfFault {
+        &mut self.ovf_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for OvfImport {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.ovf_fault, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.ovf_fault, w);
+    }
+}
+#[cfg(feature = "all-faults")]
 /// `OvfImportFailed` (extends `OvfImport`).
 ///
 /// The fields of `OvfImport` are in `ovf_import`, also reachable through `Deref`.
@@ -23,13 +146,13 @@ impl x::Structure for OvfImportFailed {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfImportFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfImportFailed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfImportFailed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -113,12 +236,12 @@ impl x::SchemaType for OvfImportParams {
 impl x::Structure for OvfImportParams {}
 impl std::fmt::Debug for OvfImportParams {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfImportParams", x::fields_ref(self))
     }
 }
 impl PartialEq for OvfImportParams {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for OvfImportParams {
@@ -209,13 +332,13 @@ impl x::Structure for OvfInternalError {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfInternalError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfInternalError", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfInternalError {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -267,13 +390,13 @@ impl x::Structure for OvfInvalidPackage {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfInvalidPackage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfInvalidPackage", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfInvalidPackage {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -330,13 +453,13 @@ impl x::Structure for OvfInvalidValue {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfInvalidValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfInvalidValue", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfInvalidValue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -391,13 +514,13 @@ impl x::Structure for OvfInvalidValueConfiguration {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfInvalidValueConfiguration {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfInvalidValueConfiguration", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfInvalidValueConfiguration {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -447,13 +570,13 @@ impl x::Structure for OvfInvalidValueEmpty {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfInvalidValueEmpty {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfInvalidValueEmpty", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfInvalidValueEmpty {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -503,13 +626,13 @@ impl x::Structure for OvfInvalidValueFormatMalformed {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfInvalidValueFormatMalformed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfInvalidValueFormatMalformed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfInvalidValueFormatMalformed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -559,13 +682,13 @@ impl x::Structure for OvfInvalidValueReference {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfInvalidValueReference {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfInvalidValueReference", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfInvalidValueReference {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -617,13 +740,13 @@ impl x::Structure for OvfInvalidVmName {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfInvalidVmName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfInvalidVmName", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfInvalidVmName {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -684,12 +807,12 @@ impl x::SchemaType for OvfManagerCommonParams {
 impl x::Structure for OvfManagerCommonParams {}
 impl std::fmt::Debug for OvfManagerCommonParams {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfManagerCommonParams", x::fields_ref(self))
     }
 }
 impl PartialEq for OvfManagerCommonParams {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for OvfManagerCommonParams {
@@ -749,13 +872,13 @@ impl x::Structure for OvfMappedOsId {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfMappedOsId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfMappedOsId", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfMappedOsId {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -814,13 +937,13 @@ impl x::Structure for OvfMissingAttribute {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfMissingAttribute {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfMissingAttribute", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfMissingAttribute {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -870,13 +993,13 @@ impl x::Structure for OvfMissingElement {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfMissingElement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfMissingElement", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfMissingElement {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -928,13 +1051,13 @@ impl x::Structure for OvfMissingElementNormalBoundary {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfMissingElementNormalBoundary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfMissingElementNormalBoundary", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfMissingElementNormalBoundary {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -993,13 +1116,13 @@ impl x::Structure for OvfMissingHardware {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfMissingHardware {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfMissingHardware", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfMissingHardware {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1052,12 +1175,12 @@ impl x::SchemaType for OvfNetworkInfo {
 impl x::Structure for OvfNetworkInfo {}
 impl std::fmt::Debug for OvfNetworkInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfNetworkInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for OvfNetworkInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for OvfNetworkInfo {
@@ -1097,12 +1220,12 @@ impl x::SchemaType for OvfNetworkMapping {
 impl x::Structure for OvfNetworkMapping {}
 impl std::fmt::Debug for OvfNetworkMapping {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfNetworkMapping", x::fields_ref(self))
     }
 }
 impl PartialEq for OvfNetworkMapping {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for OvfNetworkMapping {
@@ -1146,13 +1269,13 @@ impl x::Structure for OvfNetworkMappingNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfNetworkMappingNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfNetworkMappingNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfNetworkMappingNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1202,13 +1325,13 @@ impl x::Structure for OvfNoHostNic {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfNoHostNic {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfNoHostNic", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfNoHostNic {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1260,13 +1383,13 @@ impl x::Structure for OvfNoSpaceOnController {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfNoSpaceOnController {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfNoSpaceOnController", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfNoSpaceOnController {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1329,13 +1452,13 @@ impl x::Structure for OvfNoSupportedHardwareFamily {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfNoSupportedHardwareFamily {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfNoSupportedHardwareFamily", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfNoSupportedHardwareFamily {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1392,12 +1515,12 @@ impl x::SchemaType for OvfOptionInfo {
 impl x::Structure for OvfOptionInfo {}
 impl std::fmt::Debug for OvfOptionInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfOptionInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for OvfOptionInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for OvfOptionInfo {
@@ -1437,12 +1560,12 @@ impl x::SchemaType for OvfParseDescriptorParams {
 impl x::Structure for OvfParseDescriptorParams {}
 impl std::fmt::Debug for OvfParseDescriptorParams {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfParseDescriptorParams", x::fields_ref(self))
     }
 }
 impl PartialEq for OvfParseDescriptorParams {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for OvfParseDescriptorParams {
@@ -1517,12 +1640,12 @@ impl x::SchemaType for OvfParseDescriptorResult {
 impl x::Structure for OvfParseDescriptorResult {}
 impl std::fmt::Debug for OvfParseDescriptorResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfParseDescriptorResult", x::fields_ref(self))
     }
 }
 impl PartialEq for OvfParseDescriptorResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for OvfParseDescriptorResult {
@@ -1632,13 +1755,13 @@ impl x::Structure for OvfProperty {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfProperty {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfProperty", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfProperty {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1699,13 +1822,13 @@ impl x::Structure for OvfPropertyExport {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfPropertyExport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfPropertyExport", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfPropertyExport {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1762,13 +1885,13 @@ impl x::Structure for OvfPropertyNetwork {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfPropertyNetwork {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfPropertyNetwork", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfPropertyNetwork {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1820,13 +1943,13 @@ impl x::Structure for OvfPropertyNetworkExport {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfPropertyNetworkExport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfPropertyNetworkExport", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfPropertyNetworkExport {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1883,13 +2006,13 @@ impl x::Structure for OvfPropertyQualifier {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfPropertyQualifier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfPropertyQualifier", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfPropertyQualifier {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1946,13 +2069,13 @@ impl x::Structure for OvfPropertyQualifierDuplicate {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfPropertyQualifierDuplicate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfPropertyQualifierDuplicate", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfPropertyQualifierDuplicate {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2009,13 +2132,13 @@ impl x::Structure for OvfPropertyQualifierIgnored {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfPropertyQualifierIgnored {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfPropertyQualifierIgnored", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfPropertyQualifierIgnored {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2070,13 +2193,13 @@ impl x::Structure for OvfPropertyType {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfPropertyType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfPropertyType", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfPropertyType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2126,13 +2249,13 @@ impl x::Structure for OvfPropertyValue {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfPropertyValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfPropertyValue", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfPropertyValue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2182,12 +2305,12 @@ impl x::SchemaType for OvfResourceMap {
 impl x::Structure for OvfResourceMap {}
 impl std::fmt::Debug for OvfResourceMap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfResourceMap", x::fields_ref(self))
     }
 }
 impl PartialEq for OvfResourceMap {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for OvfResourceMap {
@@ -2237,12 +2360,12 @@ impl x::SchemaType for OvfStorageProfileMapping {
 impl x::Structure for OvfStorageProfileMapping {}
 impl std::fmt::Debug for OvfStorageProfileMapping {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfStorageProfileMapping", x::fields_ref(self))
     }
 }
 impl PartialEq for OvfStorageProfileMapping {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for OvfStorageProfileMapping {
@@ -2287,13 +2410,13 @@ impl x::Structure for OvfSystemFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfSystemFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfSystemFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfSystemFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2345,13 +2468,13 @@ impl x::Structure for OvfToXmlUnsupportedElement {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfToXmlUnsupportedElement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfToXmlUnsupportedElement", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfToXmlUnsupportedElement {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2408,13 +2531,13 @@ impl x::Structure for OvfUnableToExportDisk {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfUnableToExportDisk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfUnableToExportDisk", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfUnableToExportDisk {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2469,13 +2592,13 @@ impl x::Structure for OvfUnexpectedElement {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfUnexpectedElement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfUnexpectedElement", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfUnexpectedElement {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2529,13 +2652,13 @@ impl x::Structure for OvfUnknownDevice {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfUnknownDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfUnknownDevice", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfUnknownDevice {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2594,13 +2717,13 @@ impl x::Structure for OvfUnknownDeviceBacking {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfUnknownDeviceBacking {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfUnknownDeviceBacking", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfUnknownDeviceBacking {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2657,13 +2780,13 @@ impl x::Structure for OvfUnknownEntity {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfUnknownEntity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfUnknownEntity", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfUnknownEntity {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2722,13 +2845,13 @@ impl x::Structure for OvfUnsupportedAttribute {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfUnsupportedAttribute {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfUnsupportedAttribute", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfUnsupportedAttribute {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2793,13 +2916,13 @@ impl x::Structure for OvfUnsupportedAttributeValue {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfUnsupportedAttributeValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfUnsupportedAttributeValue", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfUnsupportedAttributeValue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2868,13 +2991,13 @@ impl x::Structure for OvfUnsupportedDeviceBackingInfo {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfUnsupportedDeviceBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfUnsupportedDeviceBackingInfo", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfUnsupportedDeviceBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2943,13 +3066,13 @@ impl x::Structure for OvfUnsupportedDeviceBackingOption {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfUnsupportedDeviceBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfUnsupportedDeviceBackingOption", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfUnsupportedDeviceBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -3010,13 +3133,13 @@ impl x::Structure for OvfUnsupportedDeviceExport {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfUnsupportedDeviceExport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfUnsupportedDeviceExport", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfUnsupportedDeviceExport {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -3070,13 +3193,13 @@ impl x::Structure for OvfUnsupportedDiskProvisioning {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfUnsupportedDiskProvisioning {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfUnsupportedDiskProvisioning", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfUnsupportedDiskProvisioning {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -3135,13 +3258,13 @@ impl x::Structure for OvfUnsupportedElement {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfUnsupportedElement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfUnsupportedElement", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfUnsupportedElement {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -3204,13 +3327,13 @@ impl x::Structure for OvfUnsupportedElementValue {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfUnsupportedElementValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfUnsupportedElementValue", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfUnsupportedElementValue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -3273,13 +3396,13 @@ impl x::Structure for OvfUnsupportedPackage {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfUnsupportedPackage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfUnsupportedPackage", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfUnsupportedPackage {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -3314,232 +3437,5 @@ impl x::Fields for OvfUnsupportedPackage {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.ovf_fault, w);
         w.write_opt("lineNumber", &self.line_number);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `OvfUnsupportedSection` (extends `OvfUnsupportedElement`).
-///
-/// The fields of `OvfUnsupportedElement` are in `ovf_unsupported_element`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct OvfUnsupportedSection {
-    /// The fields `OvfUnsupportedSection` inherits from `OvfUnsupportedElement`.
-    pub ovf_unsupported_element: OvfUnsupportedElement,
-    /// `info`.
-    pub info: String,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for OvfUnsupportedSection {
-    const TYPE_NAME: &'static str = "OvfUnsupportedSection";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for OvfUnsupportedSection {}
-#[cfg(feature = "all-faults")]
-impl std::fmt::Debug for OvfUnsupportedSection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-faults")]
-impl PartialEq for OvfUnsupportedSection {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for OvfUnsupportedSection {
-    type Target = OvfUnsupportedElement;
-    #[inline]
-    fn deref(&self) -> &OvfUnsupportedElement {
-        &self.ovf_unsupported_element
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for OvfUnsupportedSection {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut OvfUnsupportedElement {
-        &mut self.ovf_unsupported_element
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for OvfUnsupportedSection {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "info" => r.read(&mut self.info),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.ovf_unsupported_element,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.ovf_unsupported_element, w);
-        w.write("info", &self.info);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `OvfUnsupportedSubType` (extends `OvfUnsupportedPackage`).
-///
-/// The fields of `OvfUnsupportedPackage` are in `ovf_unsupported_package`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct OvfUnsupportedSubType {
-    /// The fields `OvfUnsupportedSubType` inherits from `OvfUnsupportedPackage`.
-    pub ovf_unsupported_package: OvfUnsupportedPackage,
-    /// `elementName`.
-    pub element_name: String,
-    /// `instanceId`.
-    pub instance_id: String,
-    /// `deviceType`.
-    pub device_type: i32,
-    /// `deviceSubType`.
-    pub device_sub_type: String,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for OvfUnsupportedSubType {
-    const TYPE_NAME: &'static str = "OvfUnsupportedSubType";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for OvfUnsupportedSubType {}
-#[cfg(feature = "all-faults")]
-impl std::fmt::Debug for OvfUnsupportedSubType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-faults")]
-impl PartialEq for OvfUnsupportedSubType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for OvfUnsupportedSubType {
-    type Target = OvfUnsupportedPackage;
-    #[inline]
-    fn deref(&self) -> &OvfUnsupportedPackage {
-        &self.ovf_unsupported_package
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for OvfUnsupportedSubType {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut OvfUnsupportedPackage {
-        &mut self.ovf_unsupported_package
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for OvfUnsupportedSubType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "elementName" => r.read(&mut self.element_name),
-            "instanceId" => r.read(&mut self.instance_id),
-            "deviceType" => r.read(&mut self.device_type),
-            "deviceSubType" => r.read(&mut self.device_sub_type),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.ovf_unsupported_package,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.ovf_unsupported_package, w);
-        w.write("elementName", &self.element_name);
-        w.write("instanceId", &self.instance_id);
-        w.write("deviceType", &self.device_type);
-        w.write("deviceSubType", &self.device_sub_type);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `OvfUnsupportedType` (extends `OvfUnsupportedPackage`).
-///
-/// The fields of `OvfUnsupportedPackage` are in `ovf_unsupported_package`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct OvfUnsupportedType {
-    /// The fields `OvfUnsupportedType` inherits from `OvfUnsupportedPackage`.
-    pub ovf_unsupported_package: OvfUnsupportedPackage,
-    /// `name`.
-    pub name: String,
-    /// `instanceId`.
-    pub instance_id: String,
-    /// `deviceType`.
-    pub device_type: i32,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for OvfUnsupportedType {
-    const TYPE_NAME: &'static str = "OvfUnsupportedType";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for OvfUnsupportedType {}
-#[cfg(feature = "all-faults")]
-impl std::fmt::Debug for OvfUnsupportedType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-faults")]
-impl PartialEq for OvfUnsupportedType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for OvfUnsupportedType {
-    type Target = OvfUnsupportedPackage;
-    #[inline]
-    fn deref(&self) -> &OvfUnsupportedPackage {
-        &self.ovf_unsupported_package
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for OvfUnsupportedType {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut OvfUnsupportedPackage {
-        &mut self.ovf_unsupported_package
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for OvfUnsupportedType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "instanceId" => r.read(&mut self.instance_id),
-            "deviceType" => r.read(&mut self.device_type),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.ovf_unsupported_package,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.ovf_unsupported_package, w);
-        w.write("name", &self.name);
-        w.write("instanceId", &self.instance_id);
-        w.write("deviceType", &self.device_type);
     }
 }

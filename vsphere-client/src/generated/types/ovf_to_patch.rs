@@ -5,6 +5,233 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+#[cfg(feature = "all-faults")]
+/// `OvfUnsupportedSection` (extends `OvfUnsupportedElement`).
+///
+/// The fields of `OvfUnsupportedElement` are in `ovf_unsupported_element`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct OvfUnsupportedSection {
+    /// The fields `OvfUnsupportedSection` inherits from `OvfUnsupportedElement`.
+    pub ovf_unsupported_element: OvfUnsupportedElement,
+    /// `info`.
+    pub info: String,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for OvfUnsupportedSection {
+    const TYPE_NAME: &'static str = "OvfUnsupportedSection";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for OvfUnsupportedSection {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfUnsupportedSection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfUnsupportedSection", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfUnsupportedSection {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for OvfUnsupportedSection {
+    type Target = OvfUnsupportedElement;
+    #[inline]
+    fn deref(&self) -> &OvfUnsupportedElement {
+        &self.ovf_unsupported_element
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for OvfUnsupportedSection {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfUnsupportedElement {
+        &mut self.ovf_unsupported_element
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for OvfUnsupportedSection {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "info" => r.read(&mut self.info),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.ovf_unsupported_element,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.ovf_unsupported_element, w);
+        w.write("info", &self.info);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `OvfUnsupportedSubType` (extends `OvfUnsupportedPackage`).
+///
+/// The fields of `OvfUnsupportedPackage` are in `ovf_unsupported_package`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct OvfUnsupportedSubType {
+    /// The fields `OvfUnsupportedSubType` inherits from `OvfUnsupportedPackage`.
+    pub ovf_unsupported_package: OvfUnsupportedPackage,
+    /// `elementName`.
+    pub element_name: String,
+    /// `instanceId`.
+    pub instance_id: String,
+    /// `deviceType`.
+    pub device_type: i32,
+    /// `deviceSubType`.
+    pub device_sub_type: String,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for OvfUnsupportedSubType {
+    const TYPE_NAME: &'static str = "OvfUnsupportedSubType";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for OvfUnsupportedSubType {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfUnsupportedSubType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfUnsupportedSubType", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfUnsupportedSubType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for OvfUnsupportedSubType {
+    type Target = OvfUnsupportedPackage;
+    #[inline]
+    fn deref(&self) -> &OvfUnsupportedPackage {
+        &self.ovf_unsupported_package
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for OvfUnsupportedSubType {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfUnsupportedPackage {
+        &mut self.ovf_unsupported_package
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for OvfUnsupportedSubType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "elementName" => r.read(&mut self.element_name),
+            "instanceId" => r.read(&mut self.instance_id),
+            "deviceType" => r.read(&mut self.device_type),
+            "deviceSubType" => r.read(&mut self.device_sub_type),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.ovf_unsupported_package,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.ovf_unsupported_package, w);
+        w.write("elementName", &self.element_name);
+        w.write("instanceId", &self.instance_id);
+        w.write("deviceType", &self.device_type);
+        w.write("deviceSubType", &self.device_sub_type);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `OvfUnsupportedType` (extends `OvfUnsupportedPackage`).
+///
+/// The fields of `OvfUnsupportedPackage` are in `ovf_unsupported_package`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct OvfUnsupportedType {
+    /// The fields `OvfUnsupportedType` inherits from `OvfUnsupportedPackage`.
+    pub ovf_unsupported_package: OvfUnsupportedPackage,
+    /// `name`.
+    pub name: String,
+    /// `instanceId`.
+    pub instance_id: String,
+    /// `deviceType`.
+    pub device_type: i32,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for OvfUnsupportedType {
+    const TYPE_NAME: &'static str = "OvfUnsupportedType";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for OvfUnsupportedType {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for OvfUnsupportedType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "OvfUnsupportedType", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for OvfUnsupportedType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for OvfUnsupportedType {
+    type Target = OvfUnsupportedPackage;
+    #[inline]
+    fn deref(&self) -> &OvfUnsupportedPackage {
+        &self.ovf_unsupported_package
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for OvfUnsupportedType {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfUnsupportedPackage {
+        &mut self.ovf_unsupported_package
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for OvfUnsupportedType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "instanceId" => r.read(&mut self.instance_id),
+            "deviceType" => r.read(&mut self.device_type),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.ovf_unsupported_package,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.ovf_unsupported_package, w);
+        w.write("name", &self.name);
+        w.write("instanceId", &self.instance_id);
+        w.write("deviceType", &self.device_type);
+    }
+}
 /// `OvfValidateHostParams` (extends `OvfManagerCommonParams`).
 ///
 /// The fields of `OvfManagerCommonParams` are in `ovf_manager_common_params`, also reachable through `Deref`.
@@ -19,12 +246,12 @@ impl x::SchemaType for OvfValidateHostParams {
 impl x::Structure for OvfValidateHostParams {}
 impl std::fmt::Debug for OvfValidateHostParams {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfValidateHostParams", x::fields_ref(self))
     }
 }
 impl PartialEq for OvfValidateHostParams {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for OvfValidateHostParams {
@@ -75,12 +302,12 @@ impl x::SchemaType for OvfValidateHostResult {
 impl x::Structure for OvfValidateHostResult {}
 impl std::fmt::Debug for OvfValidateHostResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfValidateHostResult", x::fields_ref(self))
     }
 }
 impl PartialEq for OvfValidateHostResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for OvfValidateHostResult {
@@ -142,13 +369,13 @@ impl x::Structure for OvfWrongElement {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfWrongElement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfWrongElement", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfWrongElement {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -200,13 +427,13 @@ impl x::Structure for OvfWrongNamespace {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfWrongNamespace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfWrongNamespace", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfWrongNamespace {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -263,13 +490,13 @@ impl x::Structure for OvfXmlFormat {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for OvfXmlFormat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OvfXmlFormat", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for OvfXmlFormat {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -322,12 +549,12 @@ impl x::SchemaType for PMemDatastoreInfo {
 impl x::Structure for PMemDatastoreInfo {}
 impl std::fmt::Debug for PMemDatastoreInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PMemDatastoreInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for PMemDatastoreInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for PMemDatastoreInfo {
@@ -375,12 +602,12 @@ impl x::SchemaType for ParaVirtualSCSIController {
 impl x::Structure for ParaVirtualSCSIController {}
 impl std::fmt::Debug for ParaVirtualSCSIController {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ParaVirtualSCSIController", x::fields_ref(self))
     }
 }
 impl PartialEq for ParaVirtualSCSIController {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ParaVirtualSCSIController {
@@ -423,12 +650,12 @@ impl x::SchemaType for ParaVirtualSCSIControllerOption {
 impl x::Structure for ParaVirtualSCSIControllerOption {}
 impl std::fmt::Debug for ParaVirtualSCSIControllerOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ParaVirtualSCSIControllerOption", x::fields_ref(self))
     }
 }
 impl PartialEq for ParaVirtualSCSIControllerOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ParaVirtualSCSIControllerOption {
@@ -473,12 +700,12 @@ impl x::SchemaType for PassiveNodeDeploymentSpec {
 impl x::Structure for PassiveNodeDeploymentSpec {}
 impl std::fmt::Debug for PassiveNodeDeploymentSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PassiveNodeDeploymentSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for PassiveNodeDeploymentSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for PassiveNodeDeploymentSpec {
@@ -528,12 +755,12 @@ impl x::SchemaType for PassiveNodeNetworkSpec {
 impl x::Structure for PassiveNodeNetworkSpec {}
 impl std::fmt::Debug for PassiveNodeNetworkSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PassiveNodeNetworkSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for PassiveNodeNetworkSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for PassiveNodeNetworkSpec {
@@ -581,12 +808,12 @@ impl x::SchemaType for PasswordExpired {
 impl x::Structure for PasswordExpired {}
 impl std::fmt::Debug for PasswordExpired {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PasswordExpired", x::fields_ref(self))
     }
 }
 impl PartialEq for PasswordExpired {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for PasswordExpired {
@@ -627,12 +854,12 @@ impl x::SchemaType for PasswordField {
 impl x::Structure for PasswordField {}
 impl std::fmt::Debug for PasswordField {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PasswordField", x::fields_ref(self))
     }
 }
 impl PartialEq for PasswordField {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PasswordField {
@@ -670,13 +897,13 @@ impl x::Structure for PatchAlreadyInstalled {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for PatchAlreadyInstalled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PatchAlreadyInstalled", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for PatchAlreadyInstalled {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -730,13 +957,13 @@ impl x::Structure for PatchBinariesNotFound {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for PatchBinariesNotFound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PatchBinariesNotFound", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for PatchBinariesNotFound {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -805,13 +1032,13 @@ impl x::Structure for PatchInstallFailed {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for PatchInstallFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PatchInstallFailed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for PatchInstallFailed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -866,13 +1093,13 @@ impl x::Structure for PatchIntegrityError {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for PatchIntegrityError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PatchIntegrityError", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for PatchIntegrityError {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -922,13 +1149,13 @@ impl x::Structure for PatchMetadataCorrupted {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for PatchMetadataCorrupted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PatchMetadataCorrupted", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for PatchMetadataCorrupted {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -982,13 +1209,13 @@ impl x::Structure for PatchMetadataInvalid {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for PatchMetadataInvalid {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PatchMetadataInvalid", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for PatchMetadataInvalid {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1055,13 +1282,13 @@ impl x::Structure for PatchMetadataNotFound {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for PatchMetadataNotFound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PatchMetadataNotFound", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for PatchMetadataNotFound {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1115,13 +1342,13 @@ impl x::Structure for PatchMissingDependencies {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for PatchMissingDependencies {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PatchMissingDependencies", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for PatchMissingDependencies {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1190,13 +1417,13 @@ impl x::Structure for PatchNotApplicable {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for PatchNotApplicable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PatchNotApplicable", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for PatchNotApplicable {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1253,13 +1480,13 @@ impl x::Structure for PatchSuperseded {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for PatchSuperseded {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PatchSuperseded", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for PatchSuperseded {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]

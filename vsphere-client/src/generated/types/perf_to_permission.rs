@@ -19,12 +19,12 @@ impl x::SchemaType for PerfCompositeMetric {
 impl x::Structure for PerfCompositeMetric {}
 impl std::fmt::Debug for PerfCompositeMetric {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PerfCompositeMetric", x::fields_ref(self))
     }
 }
 impl PartialEq for PerfCompositeMetric {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PerfCompositeMetric {
@@ -82,12 +82,12 @@ impl x::SchemaType for PerfCounterInfo {
 impl x::Structure for PerfCounterInfo {}
 impl std::fmt::Debug for PerfCounterInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PerfCounterInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for PerfCounterInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PerfCounterInfo {
@@ -160,12 +160,12 @@ impl x::SchemaType for PerfEntityMetric {
 impl x::Structure for PerfEntityMetric {}
 impl std::fmt::Debug for PerfEntityMetric {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PerfEntityMetric", x::fields_ref(self))
     }
 }
 impl PartialEq for PerfEntityMetric {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PerfEntityMetric {
@@ -230,12 +230,12 @@ impl x::SchemaType for PerfEntityMetricBase {
 impl x::Structure for PerfEntityMetricBase {}
 impl std::fmt::Debug for PerfEntityMetricBase {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PerfEntityMetricBase", x::fields_ref(self))
     }
 }
 impl PartialEq for PerfEntityMetricBase {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PerfEntityMetricBase {
@@ -273,12 +273,12 @@ impl x::SchemaType for PerfEntityMetricCSV {
 impl x::Structure for PerfEntityMetricCSV {}
 impl std::fmt::Debug for PerfEntityMetricCSV {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PerfEntityMetricCSV", x::fields_ref(self))
     }
 }
 impl PartialEq for PerfEntityMetricCSV {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PerfEntityMetricCSV {
@@ -351,12 +351,12 @@ impl x::SchemaType for PerfInterval {
 impl x::Structure for PerfInterval {}
 impl std::fmt::Debug for PerfInterval {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PerfInterval", x::fields_ref(self))
     }
 }
 impl PartialEq for PerfInterval {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PerfInterval {
@@ -404,12 +404,12 @@ impl x::SchemaType for PerfMetricId {
 impl x::Structure for PerfMetricId {}
 impl std::fmt::Debug for PerfMetricId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PerfMetricId", x::fields_ref(self))
     }
 }
 impl PartialEq for PerfMetricId {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PerfMetricId {
@@ -451,12 +451,12 @@ impl x::SchemaType for PerfMetricIntSeries {
 impl x::Structure for PerfMetricIntSeries {}
 impl std::fmt::Debug for PerfMetricIntSeries {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PerfMetricIntSeries", x::fields_ref(self))
     }
 }
 impl PartialEq for PerfMetricIntSeries {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PerfMetricIntSeries {
@@ -512,12 +512,12 @@ impl x::SchemaType for PerfMetricSeries {
 impl x::Structure for PerfMetricSeries {}
 impl std::fmt::Debug for PerfMetricSeries {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PerfMetricSeries", x::fields_ref(self))
     }
 }
 impl PartialEq for PerfMetricSeries {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PerfMetricSeries {
@@ -553,12 +553,12 @@ impl x::SchemaType for PerfMetricSeriesCSV {
 impl x::Structure for PerfMetricSeriesCSV {}
 impl std::fmt::Debug for PerfMetricSeriesCSV {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PerfMetricSeriesCSV", x::fields_ref(self))
     }
 }
 impl PartialEq for PerfMetricSeriesCSV {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for PerfMetricSeriesCSV {
@@ -614,12 +614,12 @@ impl x::SchemaType for PerfProviderSummary {
 impl x::Structure for PerfProviderSummary {}
 impl std::fmt::Debug for PerfProviderSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PerfProviderSummary", x::fields_ref(self))
     }
 }
 impl PartialEq for PerfProviderSummary {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PerfProviderSummary {
@@ -669,12 +669,12 @@ impl x::SchemaType for PerfQuerySpec {
 impl x::Structure for PerfQuerySpec {}
 impl std::fmt::Debug for PerfQuerySpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PerfQuerySpec", x::fields_ref(self))
     }
 }
 impl PartialEq for PerfQuerySpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PerfQuerySpec {
@@ -737,12 +737,12 @@ impl x::SchemaType for PerfSampleInfo {
 impl x::Structure for PerfSampleInfo {}
 impl std::fmt::Debug for PerfSampleInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PerfSampleInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for PerfSampleInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PerfSampleInfo {
@@ -782,12 +782,12 @@ impl x::SchemaType for PerformanceDescription {
 impl x::Structure for PerformanceDescription {}
 impl std::fmt::Debug for PerformanceDescription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PerformanceDescription", x::fields_ref(self))
     }
 }
 impl PartialEq for PerformanceDescription {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PerformanceDescription {
@@ -833,12 +833,12 @@ impl x::SchemaType for PerformanceManagerCounterLevelMapping {
 impl x::Structure for PerformanceManagerCounterLevelMapping {}
 impl std::fmt::Debug for PerformanceManagerCounterLevelMapping {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PerformanceManagerCounterLevelMapping", x::fields_ref(self))
     }
 }
 impl PartialEq for PerformanceManagerCounterLevelMapping {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PerformanceManagerCounterLevelMapping {
@@ -878,12 +878,12 @@ impl x::SchemaType for PerformanceStatisticsDescription {
 impl x::Structure for PerformanceStatisticsDescription {}
 impl std::fmt::Debug for PerformanceStatisticsDescription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PerformanceStatisticsDescription", x::fields_ref(self))
     }
 }
 impl PartialEq for PerformanceStatisticsDescription {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PerformanceStatisticsDescription {
@@ -930,12 +930,12 @@ impl x::SchemaType for Permission {
 impl x::Structure for Permission {}
 impl std::fmt::Debug for Permission {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "Permission", x::fields_ref(self))
     }
 }
 impl PartialEq for Permission {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for Permission {
@@ -989,13 +989,13 @@ impl x::Structure for PermissionAddedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for PermissionAddedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PermissionAddedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for PermissionAddedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1058,13 +1058,13 @@ impl x::Structure for PermissionEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for PermissionEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PermissionEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for PermissionEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1121,12 +1121,12 @@ impl x::SchemaType for PermissionProfile {
 impl x::Structure for PermissionProfile {}
 impl std::fmt::Debug for PermissionProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PermissionProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for PermissionProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for PermissionProfile {
@@ -1182,13 +1182,13 @@ impl x::Structure for PermissionRemovedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for PermissionRemovedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PermissionRemovedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for PermissionRemovedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1246,13 +1246,13 @@ impl x::Structure for PermissionUpdatedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for PermissionUpdatedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PermissionUpdatedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for PermissionUpdatedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]

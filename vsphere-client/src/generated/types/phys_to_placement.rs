@@ -23,13 +23,13 @@ impl x::Structure for PhysCompatRDMNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for PhysCompatRDMNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PhysCompatRDMNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for PhysCompatRDMNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -123,12 +123,12 @@ impl x::SchemaType for PhysicalNic {
 impl x::Structure for PhysicalNic {}
 impl std::fmt::Debug for PhysicalNic {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PhysicalNic", x::fields_ref(self))
     }
 }
 impl PartialEq for PhysicalNic {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PhysicalNic {
@@ -299,12 +299,12 @@ impl x::SchemaType for PhysicalNicCdpDeviceCapability {
 impl x::Structure for PhysicalNicCdpDeviceCapability {}
 impl std::fmt::Debug for PhysicalNicCdpDeviceCapability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PhysicalNicCdpDeviceCapability", x::fields_ref(self))
     }
 }
 impl PartialEq for PhysicalNicCdpDeviceCapability {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PhysicalNicCdpDeviceCapability {
@@ -384,12 +384,12 @@ impl x::SchemaType for PhysicalNicCdpInfo {
 impl x::Structure for PhysicalNicCdpInfo {}
 impl std::fmt::Debug for PhysicalNicCdpInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PhysicalNicCdpInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for PhysicalNicCdpInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PhysicalNicCdpInfo {
@@ -459,12 +459,12 @@ impl x::SchemaType for PhysicalNicConfig {
 impl x::Structure for PhysicalNicConfig {}
 impl std::fmt::Debug for PhysicalNicConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PhysicalNicConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for PhysicalNicConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PhysicalNicConfig {
@@ -502,12 +502,12 @@ impl x::SchemaType for PhysicalNicHint {
 impl x::Structure for PhysicalNicHint {}
 impl std::fmt::Debug for PhysicalNicHint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PhysicalNicHint", x::fields_ref(self))
     }
 }
 impl PartialEq for PhysicalNicHint {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PhysicalNicHint {
@@ -547,12 +547,12 @@ impl x::SchemaType for PhysicalNicHintInfo {
 impl x::Structure for PhysicalNicHintInfo {}
 impl std::fmt::Debug for PhysicalNicHintInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PhysicalNicHintInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for PhysicalNicHintInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PhysicalNicHintInfo {
@@ -611,12 +611,12 @@ impl x::SchemaType for PhysicalNicIpHint {
 impl x::Structure for PhysicalNicIpHint {}
 impl std::fmt::Debug for PhysicalNicIpHint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PhysicalNicIpHint", x::fields_ref(self))
     }
 }
 impl PartialEq for PhysicalNicIpHint {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for PhysicalNicIpHint {
@@ -668,12 +668,12 @@ impl x::SchemaType for PhysicalNicLinkInfo {
 impl x::Structure for PhysicalNicLinkInfo {}
 impl std::fmt::Debug for PhysicalNicLinkInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PhysicalNicLinkInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for PhysicalNicLinkInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PhysicalNicLinkInfo {
@@ -715,12 +715,12 @@ impl x::SchemaType for PhysicalNicNameHint {
 impl x::Structure for PhysicalNicNameHint {}
 impl std::fmt::Debug for PhysicalNicNameHint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PhysicalNicNameHint", x::fields_ref(self))
     }
 }
 impl PartialEq for PhysicalNicNameHint {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for PhysicalNicNameHint {
@@ -774,12 +774,12 @@ impl x::SchemaType for PhysicalNicProfile {
 impl x::Structure for PhysicalNicProfile {}
 impl std::fmt::Debug for PhysicalNicProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PhysicalNicProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for PhysicalNicProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for PhysicalNicProfile {
@@ -835,12 +835,12 @@ impl x::SchemaType for PhysicalNicSpec {
 impl x::Structure for PhysicalNicSpec {}
 impl std::fmt::Debug for PhysicalNicSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PhysicalNicSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for PhysicalNicSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PhysicalNicSpec {
@@ -887,12 +887,12 @@ impl x::SchemaType for PinnedCertificate {
 impl x::Structure for PinnedCertificate {}
 impl std::fmt::Debug for PinnedCertificate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PinnedCertificate", x::fields_ref(self))
     }
 }
 impl PartialEq for PinnedCertificate {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PinnedCertificate {
@@ -929,12 +929,12 @@ impl x::SchemaType for PlaceVmsXClusterSpecCandidateNetworks {
 impl x::Structure for PlaceVmsXClusterSpecCandidateNetworks {}
 impl std::fmt::Debug for PlaceVmsXClusterSpecCandidateNetworks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PlaceVmsXClusterSpecCandidateNetworks", x::fields_ref(self))
     }
 }
 impl PartialEq for PlaceVmsXClusterSpecCandidateNetworks {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PlaceVmsXClusterSpecCandidateNetworks {
@@ -982,12 +982,12 @@ impl x::SchemaType for PlacementAction {
 impl x::Structure for PlacementAction {}
 impl std::fmt::Debug for PlacementAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PlacementAction", x::fields_ref(self))
     }
 }
 impl PartialEq for PlacementAction {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for PlacementAction {
@@ -1043,12 +1043,12 @@ impl x::SchemaType for PlacementAffinityRule {
 impl x::Structure for PlacementAffinityRule {}
 impl std::fmt::Debug for PlacementAffinityRule {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PlacementAffinityRule", x::fields_ref(self))
     }
 }
 impl PartialEq for PlacementAffinityRule {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PlacementAffinityRule {
@@ -1112,12 +1112,12 @@ impl x::SchemaType for PlacementRankResult {
 impl x::Structure for PlacementRankResult {}
 impl std::fmt::Debug for PlacementRankResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PlacementRankResult", x::fields_ref(self))
     }
 }
 impl PartialEq for PlacementRankResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PlacementRankResult {
@@ -1180,12 +1180,12 @@ impl x::SchemaType for PlacementRankSpec {
 impl x::Structure for PlacementRankSpec {}
 impl std::fmt::Debug for PlacementRankSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PlacementRankSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for PlacementRankSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PlacementRankSpec {
@@ -1235,12 +1235,12 @@ impl x::SchemaType for PlacementResult {
 impl x::Structure for PlacementResult {}
 impl std::fmt::Debug for PlacementResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PlacementResult", x::fields_ref(self))
     }
 }
 impl PartialEq for PlacementResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PlacementResult {
@@ -1306,12 +1306,12 @@ impl x::SchemaType for PlacementSpec {
 impl x::Structure for PlacementSpec {}
 impl std::fmt::Debug for PlacementSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PlacementSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for PlacementSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PlacementSpec {

@@ -25,13 +25,13 @@ impl x::Structure for PlatformConfigFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for PlatformConfigFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PlatformConfigFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for PlatformConfigFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -84,12 +84,12 @@ impl x::SchemaType for PnicUplinkProfile {
 impl x::Structure for PnicUplinkProfile {}
 impl std::fmt::Debug for PnicUplinkProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PnicUplinkProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for PnicUplinkProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for PnicUplinkProfile {
@@ -145,12 +145,12 @@ impl x::SchemaType for PodDiskLocator {
 impl x::Structure for PodDiskLocator {}
 impl std::fmt::Debug for PodDiskLocator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PodDiskLocator", x::fields_ref(self))
     }
 }
 impl PartialEq for PodDiskLocator {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PodDiskLocator {
@@ -208,12 +208,12 @@ impl x::SchemaType for PodStorageDrsEntry {
 impl x::Structure for PodStorageDrsEntry {}
 impl std::fmt::Debug for PodStorageDrsEntry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PodStorageDrsEntry", x::fields_ref(self))
     }
 }
 impl PartialEq for PodStorageDrsEntry {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PodStorageDrsEntry {
@@ -269,12 +269,12 @@ impl x::SchemaType for PodVMInfo {
 impl x::Structure for PodVMInfo {}
 impl std::fmt::Debug for PodVMInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PodVMInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for PodVMInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PodVMInfo {
@@ -321,12 +321,12 @@ impl x::SchemaType for PodVMOverheadInfo {
 impl x::Structure for PodVMOverheadInfo {}
 impl std::fmt::Debug for PodVMOverheadInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PodVMOverheadInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for PodVMOverheadInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PodVMOverheadInfo {
@@ -374,12 +374,12 @@ impl x::SchemaType for PolicyOption {
 impl x::Structure for PolicyOption {}
 impl std::fmt::Debug for PolicyOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PolicyOption", x::fields_ref(self))
     }
 }
 impl PartialEq for PolicyOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PolicyOption {
@@ -433,12 +433,12 @@ impl x::SchemaType for PortGroupProfile {
 impl x::Structure for PortGroupProfile {}
 impl std::fmt::Debug for PortGroupProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PortGroupProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for PortGroupProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for PortGroupProfile {
@@ -506,12 +506,12 @@ impl x::SchemaType for PosixUserSearchResult {
 impl x::Structure for PosixUserSearchResult {}
 impl std::fmt::Debug for PosixUserSearchResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PosixUserSearchResult", x::fields_ref(self))
     }
 }
 impl PartialEq for PosixUserSearchResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for PosixUserSearchResult {
@@ -595,13 +595,13 @@ impl x::Structure for PowerOnFtSecondaryFailed {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for PowerOnFtSecondaryFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PowerOnFtSecondaryFailed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for PowerOnFtSecondaryFailed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -689,13 +689,13 @@ impl x::Structure for PowerOnFtSecondaryTimedout {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for PowerOnFtSecondaryTimedout {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PowerOnFtSecondaryTimedout", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for PowerOnFtSecondaryTimedout {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -748,12 +748,12 @@ impl x::SchemaType for PowerSystemCapability {
 impl x::Structure for PowerSystemCapability {}
 impl std::fmt::Debug for PowerSystemCapability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PowerSystemCapability", x::fields_ref(self))
     }
 }
 impl PartialEq for PowerSystemCapability {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PowerSystemCapability {
@@ -792,12 +792,12 @@ impl x::SchemaType for PowerSystemInfo {
 impl x::Structure for PowerSystemInfo {}
 impl std::fmt::Debug for PowerSystemInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PowerSystemInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for PowerSystemInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PowerSystemInfo {
@@ -831,12 +831,12 @@ impl x::SchemaType for PrivilegeAvailability {
 impl x::Structure for PrivilegeAvailability {}
 impl std::fmt::Debug for PrivilegeAvailability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PrivilegeAvailability", x::fields_ref(self))
     }
 }
 impl PartialEq for PrivilegeAvailability {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PrivilegeAvailability {
@@ -880,12 +880,12 @@ impl x::SchemaType for PrivilegePolicyDef {
 impl x::Structure for PrivilegePolicyDef {}
 impl std::fmt::Debug for PrivilegePolicyDef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PrivilegePolicyDef", x::fields_ref(self))
     }
 }
 impl PartialEq for PrivilegePolicyDef {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PrivilegePolicyDef {
@@ -929,12 +929,12 @@ impl x::SchemaType for ProductComponentInfo {
 impl x::Structure for ProductComponentInfo {}
 impl std::fmt::Debug for ProductComponentInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProductComponentInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ProductComponentInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ProductComponentInfo {
@@ -980,12 +980,12 @@ impl x::SchemaType for ProfileApplyProfileElement {
 impl x::Structure for ProfileApplyProfileElement {}
 impl std::fmt::Debug for ProfileApplyProfileElement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileApplyProfileElement", x::fields_ref(self))
     }
 }
 impl PartialEq for ProfileApplyProfileElement {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ProfileApplyProfileElement {
@@ -1035,12 +1035,12 @@ impl x::SchemaType for ProfileApplyProfileProperty {
 impl x::Structure for ProfileApplyProfileProperty {}
 impl std::fmt::Debug for ProfileApplyProfileProperty {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileApplyProfileProperty", x::fields_ref(self))
     }
 }
 impl PartialEq for ProfileApplyProfileProperty {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ProfileApplyProfileProperty {
@@ -1095,13 +1095,13 @@ impl x::Structure for ProfileAssociatedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ProfileAssociatedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileAssociatedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ProfileAssociatedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1151,13 +1151,13 @@ impl x::Structure for ProfileChangedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ProfileChangedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileChangedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ProfileChangedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1207,12 +1207,12 @@ impl x::SchemaType for ProfileCompositeExpression {
 impl x::Structure for ProfileCompositeExpression {}
 impl std::fmt::Debug for ProfileCompositeExpression {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileCompositeExpression", x::fields_ref(self))
     }
 }
 impl PartialEq for ProfileCompositeExpression {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ProfileCompositeExpression {
@@ -1273,12 +1273,12 @@ impl x::SchemaType for ProfileCompositePolicyOptionMetadata {
 impl x::Structure for ProfileCompositePolicyOptionMetadata {}
 impl std::fmt::Debug for ProfileCompositePolicyOptionMetadata {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileCompositePolicyOptionMetadata", x::fields_ref(self))
     }
 }
 impl PartialEq for ProfileCompositePolicyOptionMetadata {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ProfileCompositePolicyOptionMetadata {
@@ -1344,12 +1344,12 @@ impl x::SchemaType for ProfileConfigInfo {
 impl x::Structure for ProfileConfigInfo {}
 impl std::fmt::Debug for ProfileConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ProfileConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ProfileConfigInfo {
@@ -1391,12 +1391,12 @@ impl x::SchemaType for ProfileCreateSpec {
 impl x::Structure for ProfileCreateSpec {}
 impl std::fmt::Debug for ProfileCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileCreateSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for ProfileCreateSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ProfileCreateSpec {
@@ -1438,13 +1438,13 @@ impl x::Structure for ProfileCreatedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ProfileCreatedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileCreatedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ProfileCreatedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1490,12 +1490,12 @@ impl x::SchemaType for ProfileDeferredPolicyOptionParameter {
 impl x::Structure for ProfileDeferredPolicyOptionParameter {}
 impl std::fmt::Debug for ProfileDeferredPolicyOptionParameter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileDeferredPolicyOptionParameter", x::fields_ref(self))
     }
 }
 impl PartialEq for ProfileDeferredPolicyOptionParameter {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ProfileDeferredPolicyOptionParameter {
@@ -1541,12 +1541,12 @@ impl x::SchemaType for ProfileDescription {
 impl x::Structure for ProfileDescription {}
 impl std::fmt::Debug for ProfileDescription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileDescription", x::fields_ref(self))
     }
 }
 impl PartialEq for ProfileDescription {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ProfileDescription {
@@ -1587,12 +1587,12 @@ impl x::SchemaType for ProfileDescriptionSection {
 impl x::Structure for ProfileDescriptionSection {}
 impl std::fmt::Debug for ProfileDescriptionSection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileDescriptionSection", x::fields_ref(self))
     }
 }
 impl PartialEq for ProfileDescriptionSection {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ProfileDescriptionSection {
@@ -1644,13 +1644,13 @@ impl x::Structure for ProfileDissociatedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ProfileDissociatedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileDissociatedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ProfileDissociatedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1702,13 +1702,13 @@ impl x::Structure for ProfileEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ProfileEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ProfileEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1763,13 +1763,13 @@ impl x::Structure for ProfileEventArgument {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ProfileEventArgument {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileEventArgument", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ProfileEventArgument {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1806,12 +1806,12 @@ impl x::SchemaType for ProfileExecuteError {
 impl x::Structure for ProfileExecuteError {}
 impl std::fmt::Debug for ProfileExecuteError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileExecuteError", x::fields_ref(self))
     }
 }
 impl PartialEq for ProfileExecuteError {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ProfileExecuteError {
@@ -1859,12 +1859,12 @@ impl x::SchemaType for ProfileExecuteResult {
 impl x::Structure for ProfileExecuteResult {}
 impl std::fmt::Debug for ProfileExecuteResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileExecuteResult", x::fields_ref(self))
     }
 }
 impl PartialEq for ProfileExecuteResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ProfileExecuteResult {
@@ -1921,12 +1921,12 @@ impl x::SchemaType for ProfileExpression {
 impl x::Structure for ProfileExpression {}
 impl std::fmt::Debug for ProfileExpression {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileExpression", x::fields_ref(self))
     }
 }
 impl PartialEq for ProfileExpression {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ProfileExpression {
@@ -1964,12 +1964,12 @@ impl x::SchemaType for ProfileExpressionMetadata {
 impl x::Structure for ProfileExpressionMetadata {}
 impl std::fmt::Debug for ProfileExpressionMetadata {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileExpressionMetadata", x::fields_ref(self))
     }
 }
 impl PartialEq for ProfileExpressionMetadata {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ProfileExpressionMetadata {
@@ -2027,12 +2027,12 @@ impl x::SchemaType for ProfileMetadata {
 impl x::Structure for ProfileMetadata {}
 impl std::fmt::Debug for ProfileMetadata {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileMetadata", x::fields_ref(self))
     }
 }
 impl PartialEq for ProfileMetadata {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ProfileMetadata {
@@ -2095,12 +2095,12 @@ impl x::SchemaType for ProfileMetadataProfileOperationMessage {
 impl x::Structure for ProfileMetadataProfileOperationMessage {}
 impl std::fmt::Debug for ProfileMetadataProfileOperationMessage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileMetadataProfileOperationMessage", x::fields_ref(self))
     }
 }
 impl PartialEq for ProfileMetadataProfileOperationMessage {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ProfileMetadataProfileOperationMessage {
@@ -2140,12 +2140,12 @@ impl x::SchemaType for ProfileMetadataProfileSortSpec {
 impl x::Structure for ProfileMetadataProfileSortSpec {}
 impl std::fmt::Debug for ProfileMetadataProfileSortSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileMetadataProfileSortSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for ProfileMetadataProfileSortSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ProfileMetadataProfileSortSpec {
@@ -2197,12 +2197,12 @@ impl x::SchemaType for ProfileParameterMetadata {
 impl x::Structure for ProfileParameterMetadata {}
 impl std::fmt::Debug for ProfileParameterMetadata {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileParameterMetadata", x::fields_ref(self))
     }
 }
 impl PartialEq for ProfileParameterMetadata {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ProfileParameterMetadata {
@@ -2274,12 +2274,16 @@ impl x::SchemaType for ProfileParameterMetadataParameterRelationMetadata {
 impl x::Structure for ProfileParameterMetadataParameterRelationMetadata {}
 impl std::fmt::Debug for ProfileParameterMetadataParameterRelationMetadata {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ProfileParameterMetadataParameterRelationMetadata",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ProfileParameterMetadataParameterRelationMetadata {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ProfileParameterMetadataParameterRelationMetadata {
@@ -2336,12 +2340,12 @@ impl x::SchemaType for ProfilePolicy {
 impl x::Structure for ProfilePolicy {}
 impl std::fmt::Debug for ProfilePolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfilePolicy", x::fields_ref(self))
     }
 }
 impl PartialEq for ProfilePolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ProfilePolicy {
@@ -2381,12 +2385,12 @@ impl x::SchemaType for ProfilePolicyMetadata {
 impl x::Structure for ProfilePolicyMetadata {}
 impl std::fmt::Debug for ProfilePolicyMetadata {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfilePolicyMetadata", x::fields_ref(self))
     }
 }
 impl PartialEq for ProfilePolicyMetadata {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ProfilePolicyMetadata {
@@ -2436,12 +2440,12 @@ impl x::SchemaType for ProfilePolicyOptionMetadata {
 impl x::Structure for ProfilePolicyOptionMetadata {}
 impl std::fmt::Debug for ProfilePolicyOptionMetadata {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfilePolicyOptionMetadata", x::fields_ref(self))
     }
 }
 impl PartialEq for ProfilePolicyOptionMetadata {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ProfilePolicyOptionMetadata {
@@ -2485,12 +2489,12 @@ impl x::SchemaType for ProfileProfileStructure {
 impl x::Structure for ProfileProfileStructure {}
 impl std::fmt::Debug for ProfileProfileStructure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileProfileStructure", x::fields_ref(self))
     }
 }
 impl PartialEq for ProfileProfileStructure {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ProfileProfileStructure {
@@ -2536,12 +2540,12 @@ impl x::SchemaType for ProfileProfileStructureProperty {
 impl x::Structure for ProfileProfileStructureProperty {}
 impl std::fmt::Debug for ProfileProfileStructureProperty {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileProfileStructureProperty", x::fields_ref(self))
     }
 }
 impl PartialEq for ProfileProfileStructureProperty {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ProfileProfileStructureProperty {
@@ -2587,12 +2591,12 @@ impl x::SchemaType for ProfilePropertyPath {
 impl x::Structure for ProfilePropertyPath {}
 impl std::fmt::Debug for ProfilePropertyPath {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfilePropertyPath", x::fields_ref(self))
     }
 }
 impl PartialEq for ProfilePropertyPath {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ProfilePropertyPath {
@@ -2646,13 +2650,13 @@ impl x::Structure for ProfileReferenceHostChangedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ProfileReferenceHostChangedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileReferenceHostChangedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ProfileReferenceHostChangedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2711,13 +2715,13 @@ impl x::Structure for ProfileRemovedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ProfileRemovedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileRemovedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ProfileRemovedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2765,12 +2769,12 @@ impl x::SchemaType for ProfileSerializedCreateSpec {
 impl x::Structure for ProfileSerializedCreateSpec {}
 impl std::fmt::Debug for ProfileSerializedCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileSerializedCreateSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for ProfileSerializedCreateSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ProfileSerializedCreateSpec {
@@ -2822,12 +2826,12 @@ impl x::SchemaType for ProfileSimpleExpression {
 impl x::Structure for ProfileSimpleExpression {}
 impl std::fmt::Debug for ProfileSimpleExpression {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileSimpleExpression", x::fields_ref(self))
     }
 }
 impl PartialEq for ProfileSimpleExpression {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ProfileSimpleExpression {
@@ -2894,13 +2898,13 @@ impl x::Structure for ProfileUpdateFailed {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ProfileUpdateFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileUpdateFailed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ProfileUpdateFailed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2963,12 +2967,12 @@ impl x::SchemaType for ProfileUpdateFailedUpdateFailure {
 impl x::Structure for ProfileUpdateFailedUpdateFailure {}
 impl std::fmt::Debug for ProfileUpdateFailedUpdateFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProfileUpdateFailedUpdateFailure", x::fields_ref(self))
     }
 }
 impl PartialEq for ProfileUpdateFailedUpdateFailure {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ProfileUpdateFailedUpdateFailure {

@@ -17,12 +17,12 @@ impl x::SchemaType for AbandonHciWorkflowRequestType {
 impl x::Structure for AbandonHciWorkflowRequestType {}
 impl std::fmt::Debug for AbandonHciWorkflowRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AbandonHciWorkflowRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AbandonHciWorkflowRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AbandonHciWorkflowRequestType {
@@ -69,12 +69,12 @@ impl x::SchemaType for AbdicateDomOwnershipRequestType {
 impl x::Structure for AbdicateDomOwnershipRequestType {}
 impl std::fmt::Debug for AbdicateDomOwnershipRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AbdicateDomOwnershipRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AbdicateDomOwnershipRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AbdicateDomOwnershipRequestType {
@@ -133,12 +133,12 @@ impl x::SchemaType for AbortCustomizationRequestType {
 impl x::Structure for AbortCustomizationRequestType {}
 impl std::fmt::Debug for AbortCustomizationRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AbortCustomizationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AbortCustomizationRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AbortCustomizationRequestType {
@@ -191,12 +191,12 @@ impl x::SchemaType for AcknowledgeAlarmRequestType {
 impl x::Structure for AcknowledgeAlarmRequestType {}
 impl std::fmt::Debug for AcknowledgeAlarmRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AcknowledgeAlarmRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AcknowledgeAlarmRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AcknowledgeAlarmRequestType {
@@ -245,12 +245,12 @@ impl x::SchemaType for AcquireCimServicesTicketRequestType {
 impl x::Structure for AcquireCimServicesTicketRequestType {}
 impl std::fmt::Debug for AcquireCimServicesTicketRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AcquireCimServicesTicketRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AcquireCimServicesTicketRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AcquireCimServicesTicketRequestType {
@@ -295,12 +295,12 @@ impl x::SchemaType for AcquireCloneTicketRequestType {
 impl x::Structure for AcquireCloneTicketRequestType {}
 impl std::fmt::Debug for AcquireCloneTicketRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AcquireCloneTicketRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AcquireCloneTicketRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AcquireCloneTicketRequestType {
@@ -351,12 +351,12 @@ impl x::SchemaType for AcquireCredentialsInGuestRequestType {
 impl x::Structure for AcquireCredentialsInGuestRequestType {}
 impl std::fmt::Debug for AcquireCredentialsInGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AcquireCredentialsInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AcquireCredentialsInGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AcquireCredentialsInGuestRequestType {
@@ -409,12 +409,12 @@ impl x::SchemaType for AcquireGenericServiceTicketRequestType {
 impl x::Structure for AcquireGenericServiceTicketRequestType {}
 impl std::fmt::Debug for AcquireGenericServiceTicketRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AcquireGenericServiceTicketRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AcquireGenericServiceTicketRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AcquireGenericServiceTicketRequestType {
@@ -463,12 +463,12 @@ impl x::SchemaType for AcquireLocalTicketRequestType {
 impl x::Structure for AcquireLocalTicketRequestType {}
 impl std::fmt::Debug for AcquireLocalTicketRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AcquireLocalTicketRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AcquireLocalTicketRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AcquireLocalTicketRequestType {
@@ -515,12 +515,12 @@ impl x::SchemaType for AcquireMksTicketRequestType {
 impl x::Structure for AcquireMksTicketRequestType {}
 impl std::fmt::Debug for AcquireMksTicketRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AcquireMksTicketRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AcquireMksTicketRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AcquireMksTicketRequestType {
@@ -567,12 +567,12 @@ impl x::SchemaType for AcquireTicketRequestType {
 impl x::Structure for AcquireTicketRequestType {}
 impl std::fmt::Debug for AcquireTicketRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AcquireTicketRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AcquireTicketRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AcquireTicketRequestType {
@@ -623,12 +623,12 @@ impl x::SchemaType for AddAuthorizationRoleRequestType {
 impl x::Structure for AddAuthorizationRoleRequestType {}
 impl std::fmt::Debug for AddAuthorizationRoleRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AddAuthorizationRoleRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddAuthorizationRoleRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AddAuthorizationRoleRequestType {
@@ -694,12 +694,12 @@ impl x::SchemaType for AddCustomFieldDefRequestType {
 impl x::Structure for AddCustomFieldDefRequestType {}
 impl std::fmt::Debug for AddCustomFieldDefRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AddCustomFieldDefRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddCustomFieldDefRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AddCustomFieldDefRequestType {
@@ -754,12 +754,12 @@ impl x::SchemaType for AddDVPortgroupRequestType {
 impl x::Structure for AddDVPortgroupRequestType {}
 impl std::fmt::Debug for AddDVPortgroupRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AddDVPortgroupRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddDVPortgroupRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AddDVPortgroupRequestType {
@@ -816,12 +816,12 @@ impl x::SchemaType for AddDisksRequestType {
 impl x::Structure for AddDisksRequestType {}
 impl std::fmt::Debug for AddDisksRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AddDisksRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddDisksRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AddDisksRequestType {
@@ -880,12 +880,12 @@ impl x::SchemaType for AddFilterEntitiesRequestType {
 impl x::Structure for AddFilterEntitiesRequestType {}
 impl std::fmt::Debug for AddFilterEntitiesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AddFilterEntitiesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddFilterEntitiesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AddFilterEntitiesRequestType {
@@ -949,12 +949,12 @@ impl x::SchemaType for AddFilterRequestType {
 impl x::Structure for AddFilterRequestType {}
 impl std::fmt::Debug for AddFilterRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AddFilterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddFilterRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AddFilterRequestType {
@@ -1027,12 +1027,12 @@ impl x::SchemaType for AddGuestAliasRequestType {
 impl x::Structure for AddGuestAliasRequestType {}
 impl std::fmt::Debug for AddGuestAliasRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AddGuestAliasRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddGuestAliasRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AddGuestAliasRequestType {
@@ -1097,12 +1097,12 @@ impl x::SchemaType for AddHostRequestType {
 impl x::Structure for AddHostRequestType {}
 impl std::fmt::Debug for AddHostRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AddHostRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddHostRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AddHostRequestType {
@@ -1159,12 +1159,12 @@ impl x::SchemaType for AddInternetScsiSendTargetsRequestType {
 impl x::Structure for AddInternetScsiSendTargetsRequestType {}
 impl std::fmt::Debug for AddInternetScsiSendTargetsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AddInternetScsiSendTargetsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddInternetScsiSendTargetsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AddInternetScsiSendTargetsRequestType {
@@ -1226,12 +1226,16 @@ impl x::SchemaType for AddInternetScsiStaticTargetsRequestType {
 impl x::Structure for AddInternetScsiStaticTargetsRequestType {}
 impl std::fmt::Debug for AddInternetScsiStaticTargetsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "AddInternetScsiStaticTargetsRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for AddInternetScsiStaticTargetsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AddInternetScsiStaticTargetsRequestType {
@@ -1291,12 +1295,12 @@ impl x::SchemaType for AddKeyRequestType {
 impl x::Structure for AddKeyRequestType {}
 impl std::fmt::Debug for AddKeyRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AddKeyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddKeyRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AddKeyRequestType {
@@ -1345,12 +1349,12 @@ impl x::SchemaType for AddKeysRequestType {
 impl x::Structure for AddKeysRequestType {}
 impl std::fmt::Debug for AddKeysRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AddKeysRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddKeysRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AddKeysRequestType {
@@ -1409,12 +1413,12 @@ impl x::SchemaType for AddLicenseRequestType {
 impl x::Structure for AddLicenseRequestType {}
 impl std::fmt::Debug for AddLicenseRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AddLicenseRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddLicenseRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AddLicenseRequestType {
@@ -1476,12 +1480,12 @@ impl x::SchemaType for AddMonitoredEntitiesRequestType {
 impl x::Structure for AddMonitoredEntitiesRequestType {}
 impl std::fmt::Debug for AddMonitoredEntitiesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AddMonitoredEntitiesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddMonitoredEntitiesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AddMonitoredEntitiesRequestType {
@@ -1541,12 +1545,12 @@ impl x::SchemaType for AddNetworkResourcePoolRequestType {
 impl x::Structure for AddNetworkResourcePoolRequestType {}
 impl std::fmt::Debug for AddNetworkResourcePoolRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AddNetworkResourcePoolRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddNetworkResourcePoolRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AddNetworkResourcePoolRequestType {
@@ -1603,12 +1607,12 @@ impl x::SchemaType for AddPortGroupRequestType {
 impl x::Structure for AddPortGroupRequestType {}
 impl std::fmt::Debug for AddPortGroupRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AddPortGroupRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddPortGroupRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AddPortGroupRequestType {
@@ -1659,12 +1663,12 @@ impl x::SchemaType for AddServiceConsoleVirtualNicRequestType {
 impl x::Structure for AddServiceConsoleVirtualNicRequestType {}
 impl std::fmt::Debug for AddServiceConsoleVirtualNicRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AddServiceConsoleVirtualNicRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddServiceConsoleVirtualNicRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AddServiceConsoleVirtualNicRequestType {
@@ -1721,12 +1725,12 @@ impl x::SchemaType for AddStandaloneHostRequestType {
 impl x::Structure for AddStandaloneHostRequestType {}
 impl std::fmt::Debug for AddStandaloneHostRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AddStandaloneHostRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddStandaloneHostRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AddStandaloneHostRequestType {
@@ -1783,12 +1787,12 @@ impl x::SchemaType for AddVirtualNicRequestType {
 impl x::Structure for AddVirtualNicRequestType {}
 impl std::fmt::Debug for AddVirtualNicRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AddVirtualNicRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddVirtualNicRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AddVirtualNicRequestType {
@@ -1841,12 +1845,12 @@ impl x::SchemaType for AddVirtualSwitchRequestType {
 impl x::Structure for AddVirtualSwitchRequestType {}
 impl std::fmt::Debug for AddVirtualSwitchRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AddVirtualSwitchRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AddVirtualSwitchRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AddVirtualSwitchRequestType {

@@ -23,12 +23,12 @@ impl x::SchemaType for AllocateIpv4AddressRequestType {
 impl x::Structure for AllocateIpv4AddressRequestType {}
 impl std::fmt::Debug for AllocateIpv4AddressRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AllocateIpv4AddressRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AllocateIpv4AddressRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AllocateIpv4AddressRequestType {
@@ -85,12 +85,12 @@ impl x::SchemaType for AllocateIpv6AddressRequestType {
 impl x::Structure for AllocateIpv6AddressRequestType {}
 impl std::fmt::Debug for AllocateIpv6AddressRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AllocateIpv6AddressRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AllocateIpv6AddressRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AllocateIpv6AddressRequestType {
@@ -145,12 +145,12 @@ impl x::SchemaType for AnswerVMRequestType {
 impl x::Structure for AnswerVMRequestType {}
 impl std::fmt::Debug for AnswerVMRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AnswerVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AnswerVMRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AnswerVMRequestType {
@@ -201,12 +201,12 @@ impl x::SchemaType for ApplyEntitiesConfigRequestType {
 impl x::Structure for ApplyEntitiesConfigRequestType {}
 impl std::fmt::Debug for ApplyEntitiesConfigRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ApplyEntitiesConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ApplyEntitiesConfigRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ApplyEntitiesConfigRequestType {
@@ -265,12 +265,12 @@ impl x::SchemaType for ApplyEvcModeVMRequestType {
 impl x::Structure for ApplyEvcModeVMRequestType {}
 impl std::fmt::Debug for ApplyEvcModeVMRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ApplyEvcModeVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ApplyEvcModeVMRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ApplyEvcModeVMRequestType {
@@ -334,12 +334,12 @@ impl x::SchemaType for ApplyHostConfigRequestType {
 impl x::Structure for ApplyHostConfigRequestType {}
 impl std::fmt::Debug for ApplyHostConfigRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ApplyHostConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ApplyHostConfigRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ApplyHostConfigRequestType {
@@ -402,12 +402,12 @@ impl x::SchemaType for ApplyRecommendationRequestType {
 impl x::Structure for ApplyRecommendationRequestType {}
 impl std::fmt::Debug for ApplyRecommendationRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ApplyRecommendationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ApplyRecommendationRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ApplyRecommendationRequestType {
@@ -456,12 +456,16 @@ impl x::SchemaType for ApplyStorageDrsRecommendationRequestType {
 impl x::Structure for ApplyStorageDrsRecommendationRequestType {}
 impl std::fmt::Debug for ApplyStorageDrsRecommendationRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ApplyStorageDrsRecommendationRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ApplyStorageDrsRecommendationRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ApplyStorageDrsRecommendationRequestType {
@@ -520,12 +524,16 @@ impl x::SchemaType for ApplyStorageDrsRecommendationToPodRequestType {
 impl x::Structure for ApplyStorageDrsRecommendationToPodRequestType {}
 impl std::fmt::Debug for ApplyStorageDrsRecommendationToPodRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ApplyStorageDrsRecommendationToPodRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ApplyStorageDrsRecommendationToPodRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ApplyStorageDrsRecommendationToPodRequestType {
@@ -576,12 +584,12 @@ impl x::SchemaType for AreAlarmActionsEnabledRequestType {
 impl x::Structure for AreAlarmActionsEnabledRequestType {}
 impl std::fmt::Debug for AreAlarmActionsEnabledRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AreAlarmActionsEnabledRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AreAlarmActionsEnabledRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AreAlarmActionsEnabledRequestType {
@@ -632,12 +640,12 @@ impl x::SchemaType for AssignUserToGroupRequestType {
 impl x::Structure for AssignUserToGroupRequestType {}
 impl std::fmt::Debug for AssignUserToGroupRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AssignUserToGroupRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AssignUserToGroupRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AssignUserToGroupRequestType {
@@ -688,12 +696,12 @@ impl x::SchemaType for AssociateProfileRequestType {
 impl x::Structure for AssociateProfileRequestType {}
 impl std::fmt::Debug for AssociateProfileRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AssociateProfileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AssociateProfileRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AssociateProfileRequestType {
@@ -756,12 +764,12 @@ impl x::SchemaType for AttachDiskRequestType {
 impl x::Structure for AttachDiskRequestType {}
 impl std::fmt::Debug for AttachDiskRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AttachDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AttachDiskRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AttachDiskRequestType {
@@ -816,12 +824,12 @@ impl x::SchemaType for AttachScsiLunExRequestType {
 impl x::Structure for AttachScsiLunExRequestType {}
 impl std::fmt::Debug for AttachScsiLunExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AttachScsiLunExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AttachScsiLunExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for AttachScsiLunExRequestType {
@@ -878,12 +886,12 @@ impl x::SchemaType for AttachScsiLunRequestType {
 impl x::Structure for AttachScsiLunRequestType {}
 impl std::fmt::Debug for AttachScsiLunRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AttachScsiLunRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AttachScsiLunRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AttachScsiLunRequestType {
@@ -936,12 +944,12 @@ impl x::SchemaType for AttachTagToVStorageObjectRequestType {
 impl x::Structure for AttachTagToVStorageObjectRequestType {}
 impl std::fmt::Debug for AttachTagToVStorageObjectRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AttachTagToVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AttachTagToVStorageObjectRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AttachTagToVStorageObjectRequestType {
@@ -996,12 +1004,12 @@ impl x::SchemaType for AttachVmfsExtentRequestType {
 impl x::Structure for AttachVmfsExtentRequestType {}
 impl std::fmt::Debug for AttachVmfsExtentRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AttachVmfsExtentRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AttachVmfsExtentRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AttachVmfsExtentRequestType {
@@ -1050,12 +1058,12 @@ impl x::SchemaType for AutoStartPowerOffRequestType {
 impl x::Structure for AutoStartPowerOffRequestType {}
 impl std::fmt::Debug for AutoStartPowerOffRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AutoStartPowerOffRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AutoStartPowerOffRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AutoStartPowerOffRequestType {
@@ -1100,12 +1108,12 @@ impl x::SchemaType for AutoStartPowerOnRequestType {
 impl x::Structure for AutoStartPowerOnRequestType {}
 impl std::fmt::Debug for AutoStartPowerOnRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "AutoStartPowerOnRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for AutoStartPowerOnRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for AutoStartPowerOnRequestType {
@@ -1150,12 +1158,12 @@ impl x::SchemaType for BackupFirmwareConfigurationRequestType {
 impl x::Structure for BackupFirmwareConfigurationRequestType {}
 impl std::fmt::Debug for BackupFirmwareConfigurationRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "BackupFirmwareConfigurationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for BackupFirmwareConfigurationRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for BackupFirmwareConfigurationRequestType {
@@ -1210,12 +1218,12 @@ impl x::SchemaType for BatchAddHostsToClusterRequestType {
 impl x::Structure for BatchAddHostsToClusterRequestType {}
 impl std::fmt::Debug for BatchAddHostsToClusterRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "BatchAddHostsToClusterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for BatchAddHostsToClusterRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for BatchAddHostsToClusterRequestType {
@@ -1288,12 +1296,12 @@ impl x::SchemaType for BatchAddStandaloneHostsRequestType {
 impl x::Structure for BatchAddStandaloneHostsRequestType {}
 impl std::fmt::Debug for BatchAddStandaloneHostsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "BatchAddStandaloneHostsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for BatchAddStandaloneHostsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for BatchAddStandaloneHostsRequestType {
@@ -1356,12 +1364,12 @@ impl x::SchemaType for BatchQueryConnectInfoRequestType {
 impl x::Structure for BatchQueryConnectInfoRequestType {}
 impl std::fmt::Debug for BatchQueryConnectInfoRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "BatchQueryConnectInfoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for BatchQueryConnectInfoRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for BatchQueryConnectInfoRequestType {

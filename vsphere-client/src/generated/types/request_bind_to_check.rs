@@ -21,12 +21,12 @@ impl x::SchemaType for BindVnicRequestType {
 impl x::Structure for BindVnicRequestType {}
 impl std::fmt::Debug for BindVnicRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "BindVnicRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for BindVnicRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for BindVnicRequestType {
@@ -83,12 +83,12 @@ impl x::SchemaType for BrowseDiagnosticLogRequestType {
 impl x::Structure for BrowseDiagnosticLogRequestType {}
 impl std::fmt::Debug for BrowseDiagnosticLogRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "BrowseDiagnosticLogRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for BrowseDiagnosticLogRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for BrowseDiagnosticLogRequestType {
@@ -145,12 +145,12 @@ impl x::SchemaType for CanProvisionObjectsRequestType {
 impl x::Structure for CanProvisionObjectsRequestType {}
 impl std::fmt::Debug for CanProvisionObjectsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CanProvisionObjectsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CanProvisionObjectsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CanProvisionObjectsRequestType {
@@ -210,12 +210,12 @@ impl x::SchemaType for CancelRecommendationRequestType {
 impl x::Structure for CancelRecommendationRequestType {}
 impl std::fmt::Debug for CancelRecommendationRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CancelRecommendationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CancelRecommendationRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CancelRecommendationRequestType {
@@ -264,12 +264,12 @@ impl x::SchemaType for CancelRetrievePropertiesExRequestType {
 impl x::Structure for CancelRetrievePropertiesExRequestType {}
 impl std::fmt::Debug for CancelRetrievePropertiesExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CancelRetrievePropertiesExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CancelRetrievePropertiesExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CancelRetrievePropertiesExRequestType {
@@ -318,12 +318,16 @@ impl x::SchemaType for CancelStorageDrsRecommendationRequestType {
 impl x::Structure for CancelStorageDrsRecommendationRequestType {}
 impl std::fmt::Debug for CancelStorageDrsRecommendationRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "CancelStorageDrsRecommendationRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for CancelStorageDrsRecommendationRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CancelStorageDrsRecommendationRequestType {
@@ -378,12 +382,12 @@ impl x::SchemaType for CancelTaskRequestType {
 impl x::Structure for CancelTaskRequestType {}
 impl std::fmt::Debug for CancelTaskRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CancelTaskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CancelTaskRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CancelTaskRequestType {
@@ -428,12 +432,12 @@ impl x::SchemaType for CancelWaitForUpdatesRequestType {
 impl x::Structure for CancelWaitForUpdatesRequestType {}
 impl std::fmt::Debug for CancelWaitForUpdatesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CancelWaitForUpdatesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CancelWaitForUpdatesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CancelWaitForUpdatesRequestType {
@@ -480,12 +484,16 @@ impl x::SchemaType for CertMgrRefreshCACertificatesAndCRLsRequestType {
 impl x::Structure for CertMgrRefreshCACertificatesAndCRLsRequestType {}
 impl std::fmt::Debug for CertMgrRefreshCACertificatesAndCRLsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "CertMgrRefreshCACertificatesAndCRLsRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for CertMgrRefreshCACertificatesAndCRLsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CertMgrRefreshCACertificatesAndCRLsRequestType {
@@ -542,12 +550,12 @@ impl x::SchemaType for CertMgrRefreshCertificatesRequestType {
 impl x::Structure for CertMgrRefreshCertificatesRequestType {}
 impl std::fmt::Debug for CertMgrRefreshCertificatesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CertMgrRefreshCertificatesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CertMgrRefreshCertificatesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CertMgrRefreshCertificatesRequestType {
@@ -604,12 +612,12 @@ impl x::SchemaType for CertMgrRevokeCertificatesRequestType {
 impl x::Structure for CertMgrRevokeCertificatesRequestType {}
 impl std::fmt::Debug for CertMgrRevokeCertificatesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CertMgrRevokeCertificatesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CertMgrRevokeCertificatesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CertMgrRevokeCertificatesRequestType {
@@ -670,12 +678,12 @@ impl x::SchemaType for ChangeAccessModeRequestType {
 impl x::Structure for ChangeAccessModeRequestType {}
 impl std::fmt::Debug for ChangeAccessModeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ChangeAccessModeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ChangeAccessModeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ChangeAccessModeRequestType {
@@ -734,12 +742,12 @@ impl x::SchemaType for ChangeFileAttributesInGuestRequestType {
 impl x::Structure for ChangeFileAttributesInGuestRequestType {}
 impl std::fmt::Debug for ChangeFileAttributesInGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ChangeFileAttributesInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ChangeFileAttributesInGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ChangeFileAttributesInGuestRequestType {
@@ -794,12 +802,12 @@ impl x::SchemaType for ChangeKeyRequestType {
 impl x::Structure for ChangeKeyRequestType {}
 impl std::fmt::Debug for ChangeKeyRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ChangeKeyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ChangeKeyRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ChangeKeyRequestType {
@@ -848,12 +856,12 @@ impl x::SchemaType for ChangeLockdownModeRequestType {
 impl x::Structure for ChangeLockdownModeRequestType {}
 impl std::fmt::Debug for ChangeLockdownModeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ChangeLockdownModeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ChangeLockdownModeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ChangeLockdownModeRequestType {
@@ -902,12 +910,12 @@ impl x::SchemaType for ChangeNFSUserPasswordRequestType {
 impl x::Structure for ChangeNFSUserPasswordRequestType {}
 impl std::fmt::Debug for ChangeNFSUserPasswordRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ChangeNFSUserPasswordRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ChangeNFSUserPasswordRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ChangeNFSUserPasswordRequestType {
@@ -960,12 +968,12 @@ impl x::SchemaType for ChangeOwnerRequestType {
 impl x::Structure for ChangeOwnerRequestType {}
 impl std::fmt::Debug for ChangeOwnerRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ChangeOwnerRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ChangeOwnerRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ChangeOwnerRequestType {
@@ -1022,12 +1030,12 @@ impl x::SchemaType for ChangePasswordRequestType {
 impl x::Structure for ChangePasswordRequestType {}
 impl std::fmt::Debug for ChangePasswordRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ChangePasswordRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ChangePasswordRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ChangePasswordRequestType {
@@ -1080,12 +1088,12 @@ impl x::SchemaType for CheckAddHostEvcRequestType {
 impl x::Structure for CheckAddHostEvcRequestType {}
 impl std::fmt::Debug for CheckAddHostEvcRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CheckAddHostEvcRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckAddHostEvcRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CheckAddHostEvcRequestType {
@@ -1134,12 +1142,12 @@ impl x::SchemaType for CheckAnswerFileStatusRequestType {
 impl x::Structure for CheckAnswerFileStatusRequestType {}
 impl std::fmt::Debug for CheckAnswerFileStatusRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CheckAnswerFileStatusRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckAnswerFileStatusRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CheckAnswerFileStatusRequestType {
@@ -1204,12 +1212,12 @@ impl x::SchemaType for CheckCloneRequestType {
 impl x::Structure for CheckCloneRequestType {}
 impl std::fmt::Debug for CheckCloneRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CheckCloneRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckCloneRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CheckCloneRequestType {
@@ -1284,12 +1292,12 @@ impl x::SchemaType for CheckCompatibilityRequestType {
 impl x::Structure for CheckCompatibilityRequestType {}
 impl std::fmt::Debug for CheckCompatibilityRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CheckCompatibilityRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckCompatibilityRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CheckCompatibilityRequestType {
@@ -1357,12 +1365,12 @@ impl x::SchemaType for CheckComplianceRequestType {
 impl x::Structure for CheckComplianceRequestType {}
 impl std::fmt::Debug for CheckComplianceRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CheckComplianceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckComplianceRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CheckComplianceRequestType {
@@ -1424,12 +1432,12 @@ impl x::SchemaType for CheckConfigureEvcModeRequestType {
 impl x::Structure for CheckConfigureEvcModeRequestType {}
 impl std::fmt::Debug for CheckConfigureEvcModeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CheckConfigureEvcModeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckConfigureEvcModeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CheckConfigureEvcModeRequestType {
@@ -1480,12 +1488,12 @@ impl x::SchemaType for CheckCustomizationResourcesRequestType {
 impl x::Structure for CheckCustomizationResourcesRequestType {}
 impl std::fmt::Debug for CheckCustomizationResourcesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CheckCustomizationResourcesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckCustomizationResourcesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CheckCustomizationResourcesRequestType {
@@ -1534,12 +1542,12 @@ impl x::SchemaType for CheckCustomizationSpecRequestType {
 impl x::Structure for CheckCustomizationSpecRequestType {}
 impl std::fmt::Debug for CheckCustomizationSpecRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CheckCustomizationSpecRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckCustomizationSpecRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CheckCustomizationSpecRequestType {
@@ -1588,12 +1596,12 @@ impl x::SchemaType for CheckForUpdatesRequestType {
 impl x::Structure for CheckForUpdatesRequestType {}
 impl std::fmt::Debug for CheckForUpdatesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CheckForUpdatesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckForUpdatesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CheckForUpdatesRequestType {
@@ -1646,12 +1654,12 @@ impl x::SchemaType for CheckHostPatchRequestType {
 impl x::Structure for CheckHostPatchRequestType {}
 impl std::fmt::Debug for CheckHostPatchRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CheckHostPatchRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckHostPatchRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CheckHostPatchRequestType {
@@ -1718,12 +1726,12 @@ impl x::SchemaType for CheckInstantCloneRequestType {
 impl x::Structure for CheckInstantCloneRequestType {}
 impl std::fmt::Debug for CheckInstantCloneRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CheckInstantCloneRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckInstantCloneRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CheckInstantCloneRequestType {
@@ -1788,12 +1796,12 @@ impl x::SchemaType for CheckLicenseFeatureRequestType {
 impl x::Structure for CheckLicenseFeatureRequestType {}
 impl std::fmt::Debug for CheckLicenseFeatureRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CheckLicenseFeatureRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckLicenseFeatureRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CheckLicenseFeatureRequestType {
@@ -1852,12 +1860,12 @@ impl x::SchemaType for CheckMigrateRequestType {
 impl x::Structure for CheckMigrateRequestType {}
 impl std::fmt::Debug for CheckMigrateRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CheckMigrateRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckMigrateRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CheckMigrateRequestType {
@@ -1932,12 +1940,12 @@ impl x::SchemaType for CheckPowerOnRequestType {
 impl x::Structure for CheckPowerOnRequestType {}
 impl std::fmt::Debug for CheckPowerOnRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CheckPowerOnRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckPowerOnRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CheckPowerOnRequestType {
@@ -2003,12 +2011,12 @@ impl x::SchemaType for CheckProfileComplianceRequestType {
 impl x::Structure for CheckProfileComplianceRequestType {}
 impl std::fmt::Debug for CheckProfileComplianceRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CheckProfileComplianceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckProfileComplianceRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CheckProfileComplianceRequestType {
@@ -2069,12 +2077,12 @@ impl x::SchemaType for CheckRelocateRequestType {
 impl x::Structure for CheckRelocateRequestType {}
 impl std::fmt::Debug for CheckRelocateRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CheckRelocateRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckRelocateRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CheckRelocateRequestType {
@@ -2145,12 +2153,12 @@ impl x::SchemaType for CheckVmConfigRequestType {
 impl x::Structure for CheckVmConfigRequestType {}
 impl std::fmt::Debug for CheckVmConfigRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CheckVmConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CheckVmConfigRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CheckVmConfigRequestType {

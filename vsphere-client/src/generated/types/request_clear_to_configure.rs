@@ -21,12 +21,12 @@ impl x::SchemaType for ClearComplianceStatusRequestType {
 impl x::Structure for ClearComplianceStatusRequestType {}
 impl std::fmt::Debug for ClearComplianceStatusRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClearComplianceStatusRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ClearComplianceStatusRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClearComplianceStatusRequestType {
@@ -84,12 +84,12 @@ impl x::SchemaType for ClearNFSUserRequestType {
 impl x::Structure for ClearNFSUserRequestType {}
 impl std::fmt::Debug for ClearNFSUserRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClearNFSUserRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ClearNFSUserRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClearNFSUserRequestType {
@@ -134,12 +134,12 @@ impl x::SchemaType for ClearSystemEventLogRequestType {
 impl x::Structure for ClearSystemEventLogRequestType {}
 impl std::fmt::Debug for ClearSystemEventLogRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClearSystemEventLogRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ClearSystemEventLogRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClearSystemEventLogRequestType {
@@ -186,12 +186,12 @@ impl x::SchemaType for ClearTriggeredAlarmsRequestType {
 impl x::Structure for ClearTriggeredAlarmsRequestType {}
 impl std::fmt::Debug for ClearTriggeredAlarmsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClearTriggeredAlarmsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ClearTriggeredAlarmsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ClearTriggeredAlarmsRequestType {
@@ -244,12 +244,16 @@ impl x::SchemaType for ClearVStorageObjectControlFlagsRequestType {
 impl x::Structure for ClearVStorageObjectControlFlagsRequestType {}
 impl std::fmt::Debug for ClearVStorageObjectControlFlagsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ClearVStorageObjectControlFlagsRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ClearVStorageObjectControlFlagsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClearVStorageObjectControlFlagsRequestType {
@@ -312,12 +316,12 @@ impl x::SchemaType for CloneSessionRequestType {
 impl x::Structure for CloneSessionRequestType {}
 impl std::fmt::Debug for CloneSessionRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CloneSessionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CloneSessionRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CloneSessionRequestType {
@@ -370,12 +374,12 @@ impl x::SchemaType for CloneVAppRequestType {
 impl x::Structure for CloneVAppRequestType {}
 impl std::fmt::Debug for CloneVAppRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CloneVAppRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CloneVAppRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CloneVAppRequestType {
@@ -432,12 +436,12 @@ impl x::SchemaType for CloneVMRequestType {
 impl x::Structure for CloneVMRequestType {}
 impl std::fmt::Debug for CloneVMRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CloneVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CloneVMRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CloneVMRequestType {
@@ -494,12 +498,12 @@ impl x::SchemaType for CloneVStorageObjectRequestType {
 impl x::Structure for CloneVStorageObjectRequestType {}
 impl std::fmt::Debug for CloneVStorageObjectRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CloneVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CloneVStorageObjectRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CloneVStorageObjectRequestType {
@@ -552,12 +556,12 @@ impl x::SchemaType for CloseInventoryViewFolderRequestType {
 impl x::Structure for CloseInventoryViewFolderRequestType {}
 impl std::fmt::Debug for CloseInventoryViewFolderRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CloseInventoryViewFolderRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CloseInventoryViewFolderRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CloseInventoryViewFolderRequestType {
@@ -620,12 +624,12 @@ impl x::SchemaType for ClusterEnterMaintenanceModeRequestType {
 impl x::Structure for ClusterEnterMaintenanceModeRequestType {}
 impl std::fmt::Debug for ClusterEnterMaintenanceModeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClusterEnterMaintenanceModeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ClusterEnterMaintenanceModeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClusterEnterMaintenanceModeRequestType {
@@ -701,12 +705,12 @@ impl x::SchemaType for CompositeHostProfileRequestType {
 impl x::Structure for CompositeHostProfileRequestType {}
 impl std::fmt::Debug for CompositeHostProfileRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CompositeHostProfileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CompositeHostProfileRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CompositeHostProfileRequestType {
@@ -782,12 +786,16 @@ impl x::SchemaType for ComputeDiskPartitionInfoForResizeRequestType {
 impl x::Structure for ComputeDiskPartitionInfoForResizeRequestType {}
 impl std::fmt::Debug for ComputeDiskPartitionInfoForResizeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ComputeDiskPartitionInfoForResizeRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ComputeDiskPartitionInfoForResizeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ComputeDiskPartitionInfoForResizeRequestType {
@@ -844,12 +852,12 @@ impl x::SchemaType for ComputeDiskPartitionInfoRequestType {
 impl x::Structure for ComputeDiskPartitionInfoRequestType {}
 impl std::fmt::Debug for ComputeDiskPartitionInfoRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ComputeDiskPartitionInfoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ComputeDiskPartitionInfoRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ComputeDiskPartitionInfoRequestType {
@@ -902,12 +910,12 @@ impl x::SchemaType for ConfigureCryptoKeyRequestType {
 impl x::Structure for ConfigureCryptoKeyRequestType {}
 impl std::fmt::Debug for ConfigureCryptoKeyRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ConfigureCryptoKeyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigureCryptoKeyRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ConfigureCryptoKeyRequestType {
@@ -958,12 +966,12 @@ impl x::SchemaType for ConfigureDatastoreIORMRequestType {
 impl x::Structure for ConfigureDatastoreIORMRequestType {}
 impl std::fmt::Debug for ConfigureDatastoreIORMRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ConfigureDatastoreIORMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigureDatastoreIORMRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ConfigureDatastoreIORMRequestType {
@@ -1016,12 +1024,12 @@ impl x::SchemaType for ConfigureDatastorePrincipalRequestType {
 impl x::Structure for ConfigureDatastorePrincipalRequestType {}
 impl std::fmt::Debug for ConfigureDatastorePrincipalRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ConfigureDatastorePrincipalRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigureDatastorePrincipalRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ConfigureDatastorePrincipalRequestType {
@@ -1074,12 +1082,12 @@ impl x::SchemaType for ConfigureEvcModeRequestType {
 impl x::Structure for ConfigureEvcModeRequestType {}
 impl std::fmt::Debug for ConfigureEvcModeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ConfigureEvcModeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigureEvcModeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ConfigureEvcModeRequestType {
@@ -1132,12 +1140,12 @@ impl x::SchemaType for ConfigureHCIRequestType {
 impl x::Structure for ConfigureHCIRequestType {}
 impl std::fmt::Debug for ConfigureHCIRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ConfigureHCIRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigureHCIRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ConfigureHCIRequestType {
@@ -1197,12 +1205,12 @@ impl x::SchemaType for ConfigureHostCacheRequestType {
 impl x::Structure for ConfigureHostCacheRequestType {}
 impl std::fmt::Debug for ConfigureHostCacheRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ConfigureHostCacheRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigureHostCacheRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ConfigureHostCacheRequestType {
@@ -1253,12 +1261,12 @@ impl x::SchemaType for ConfigureLicenseSourceRequestType {
 impl x::Structure for ConfigureLicenseSourceRequestType {}
 impl std::fmt::Debug for ConfigureLicenseSourceRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ConfigureLicenseSourceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigureLicenseSourceRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ConfigureLicenseSourceRequestType {
@@ -1309,12 +1317,12 @@ impl x::SchemaType for ConfigurePowerPolicyRequestType {
 impl x::Structure for ConfigurePowerPolicyRequestType {}
 impl std::fmt::Debug for ConfigurePowerPolicyRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ConfigurePowerPolicyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigurePowerPolicyRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ConfigurePowerPolicyRequestType {
@@ -1367,12 +1375,12 @@ impl x::SchemaType for ConfigureStorageDrsForPodRequestType {
 impl x::Structure for ConfigureStorageDrsForPodRequestType {}
 impl std::fmt::Debug for ConfigureStorageDrsForPodRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ConfigureStorageDrsForPodRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigureStorageDrsForPodRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ConfigureStorageDrsForPodRequestType {
@@ -1425,12 +1433,12 @@ impl x::SchemaType for ConfigureVFlashResourceExRequestType {
 impl x::Structure for ConfigureVFlashResourceExRequestType {}
 impl std::fmt::Debug for ConfigureVFlashResourceExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ConfigureVFlashResourceExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigureVFlashResourceExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ConfigureVFlashResourceExRequestType {

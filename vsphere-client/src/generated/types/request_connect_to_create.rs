@@ -19,12 +19,12 @@ impl x::SchemaType for ConnectNvmeControllerExRequestType {
 impl x::Structure for ConnectNvmeControllerExRequestType {}
 impl std::fmt::Debug for ConnectNvmeControllerExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ConnectNvmeControllerExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConnectNvmeControllerExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ConnectNvmeControllerExRequestType {
@@ -81,12 +81,12 @@ impl x::SchemaType for ConnectNvmeControllerRequestType {
 impl x::Structure for ConnectNvmeControllerRequestType {}
 impl std::fmt::Debug for ConnectNvmeControllerRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ConnectNvmeControllerRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConnectNvmeControllerRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ConnectNvmeControllerRequestType {
@@ -133,12 +133,12 @@ impl x::SchemaType for ConsolidateVMDisksRequestType {
 impl x::Structure for ConsolidateVMDisksRequestType {}
 impl std::fmt::Debug for ConsolidateVMDisksRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ConsolidateVMDisksRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConsolidateVMDisksRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ConsolidateVMDisksRequestType {
@@ -185,12 +185,16 @@ impl x::SchemaType for ContinueRetrievePropertiesExRequestType {
 impl x::Structure for ContinueRetrievePropertiesExRequestType {}
 impl std::fmt::Debug for ContinueRetrievePropertiesExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ContinueRetrievePropertiesExRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ContinueRetrievePropertiesExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ContinueRetrievePropertiesExRequestType {
@@ -241,12 +245,16 @@ impl x::SchemaType for ConvertNamespacePathToUuidPathRequestType {
 impl x::Structure for ConvertNamespacePathToUuidPathRequestType {}
 impl std::fmt::Debug for ConvertNamespacePathToUuidPathRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ConvertNamespacePathToUuidPathRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ConvertNamespacePathToUuidPathRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ConvertNamespacePathToUuidPathRequestType {
@@ -305,12 +313,12 @@ impl x::SchemaType for CopyDatastoreFileRequestType {
 impl x::Structure for CopyDatastoreFileRequestType {}
 impl std::fmt::Debug for CopyDatastoreFileRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CopyDatastoreFileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CopyDatastoreFileRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CopyDatastoreFileRequestType {
@@ -377,12 +385,12 @@ impl x::SchemaType for CopyVirtualDiskRequestType {
 impl x::Structure for CopyVirtualDiskRequestType {}
 impl std::fmt::Debug for CopyVirtualDiskRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CopyVirtualDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CopyVirtualDiskRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CopyVirtualDiskRequestType {
@@ -443,12 +451,12 @@ impl x::SchemaType for CreateAlarmRequestType {
 impl x::Structure for CreateAlarmRequestType {}
 impl std::fmt::Debug for CreateAlarmRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateAlarmRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateAlarmRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateAlarmRequestType {
@@ -501,12 +509,12 @@ impl x::SchemaType for CreateChildVMRequestType {
 impl x::Structure for CreateChildVMRequestType {}
 impl std::fmt::Debug for CreateChildVMRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateChildVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateChildVMRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateChildVMRequestType {
@@ -559,12 +567,12 @@ impl x::SchemaType for CreateClusterExRequestType {
 impl x::Structure for CreateClusterExRequestType {}
 impl std::fmt::Debug for CreateClusterExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateClusterExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateClusterExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateClusterExRequestType {
@@ -617,12 +625,12 @@ impl x::SchemaType for CreateClusterRequestType {
 impl x::Structure for CreateClusterRequestType {}
 impl std::fmt::Debug for CreateClusterRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateClusterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateClusterRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateClusterRequestType {
@@ -673,12 +681,12 @@ impl x::SchemaType for CreateCollectorForEventsRequestType {
 impl x::Structure for CreateCollectorForEventsRequestType {}
 impl std::fmt::Debug for CreateCollectorForEventsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateCollectorForEventsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateCollectorForEventsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateCollectorForEventsRequestType {
@@ -727,12 +735,12 @@ impl x::SchemaType for CreateCollectorForTasksRequestType {
 impl x::Structure for CreateCollectorForTasksRequestType {}
 impl std::fmt::Debug for CreateCollectorForTasksRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateCollectorForTasksRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateCollectorForTasksRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateCollectorForTasksRequestType {
@@ -791,12 +799,16 @@ impl x::SchemaType for CreateCollectorWithInfoFilterForTasksRequestType {
 impl x::Structure for CreateCollectorWithInfoFilterForTasksRequestType {}
 impl std::fmt::Debug for CreateCollectorWithInfoFilterForTasksRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "CreateCollectorWithInfoFilterForTasksRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for CreateCollectorWithInfoFilterForTasksRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateCollectorWithInfoFilterForTasksRequestType {
@@ -852,12 +864,12 @@ impl x::SchemaType for CreateContainerViewRequestType {
 impl x::Structure for CreateContainerViewRequestType {}
 impl std::fmt::Debug for CreateContainerViewRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateContainerViewRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateContainerViewRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CreateContainerViewRequestType {
@@ -920,12 +932,12 @@ impl x::SchemaType for CreateCustomizationSpecRequestType {
 impl x::Structure for CreateCustomizationSpecRequestType {}
 impl std::fmt::Debug for CreateCustomizationSpecRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateCustomizationSpecRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateCustomizationSpecRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateCustomizationSpecRequestType {
@@ -974,12 +986,12 @@ impl x::SchemaType for CreateDVPortgroupRequestType {
 impl x::Structure for CreateDVPortgroupRequestType {}
 impl std::fmt::Debug for CreateDVPortgroupRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateDVPortgroupRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateDVPortgroupRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateDVPortgroupRequestType {
@@ -1028,12 +1040,12 @@ impl x::SchemaType for CreateDVSRequestType {
 impl x::Structure for CreateDVSRequestType {}
 impl std::fmt::Debug for CreateDVSRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateDVSRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateDVSRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateDVSRequestType {
@@ -1082,12 +1094,12 @@ impl x::SchemaType for CreateDatacenterRequestType {
 impl x::Structure for CreateDatacenterRequestType {}
 impl std::fmt::Debug for CreateDatacenterRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateDatacenterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateDatacenterRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateDatacenterRequestType {
@@ -1140,12 +1152,12 @@ impl x::SchemaType for CreateDefaultProfileRequestType {
 impl x::Structure for CreateDefaultProfileRequestType {}
 impl std::fmt::Debug for CreateDefaultProfileRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateDefaultProfileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateDefaultProfileRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateDefaultProfileRequestType {
@@ -1200,12 +1212,12 @@ impl x::SchemaType for CreateDescriptorRequestType {
 impl x::Structure for CreateDescriptorRequestType {}
 impl std::fmt::Debug for CreateDescriptorRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateDescriptorRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateDescriptorRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateDescriptorRequestType {
@@ -1256,12 +1268,12 @@ impl x::SchemaType for CreateDiagnosticPartitionRequestType {
 impl x::Structure for CreateDiagnosticPartitionRequestType {}
 impl std::fmt::Debug for CreateDiagnosticPartitionRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateDiagnosticPartitionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateDiagnosticPartitionRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateDiagnosticPartitionRequestType {
@@ -1316,12 +1328,12 @@ impl x::SchemaType for CreateDirectoryRequestType {
 impl x::Structure for CreateDirectoryRequestType {}
 impl std::fmt::Debug for CreateDirectoryRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateDirectoryRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateDirectoryRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateDirectoryRequestType {
@@ -1400,12 +1412,12 @@ impl x::SchemaType for CreateDiskFromSnapshotRequestType {
 impl x::Structure for CreateDiskFromSnapshotRequestType {}
 impl std::fmt::Debug for CreateDiskFromSnapshotRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateDiskFromSnapshotRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateDiskFromSnapshotRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CreateDiskFromSnapshotRequestType {
@@ -1513,12 +1525,12 @@ impl x::SchemaType for CreateDiskRequestType {
 impl x::Structure for CreateDiskRequestType {}
 impl std::fmt::Debug for CreateDiskRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateDiskRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateDiskRequestType {
@@ -1569,12 +1581,12 @@ impl x::SchemaType for CreateFilterRequestType {
 impl x::Structure for CreateFilterRequestType {}
 impl std::fmt::Debug for CreateFilterRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateFilterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateFilterRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateFilterRequestType {
@@ -1625,12 +1637,12 @@ impl x::SchemaType for CreateFolderRequestType {
 impl x::Structure for CreateFolderRequestType {}
 impl std::fmt::Debug for CreateFolderRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateFolderRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateFolderRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateFolderRequestType {
@@ -1679,12 +1691,12 @@ impl x::SchemaType for CreateGroupRequestType {
 impl x::Structure for CreateGroupRequestType {}
 impl std::fmt::Debug for CreateGroupRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateGroupRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateGroupRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateGroupRequestType {
@@ -1739,12 +1751,12 @@ impl x::SchemaType for CreateImportSpecRequestType {
 impl x::Structure for CreateImportSpecRequestType {}
 impl std::fmt::Debug for CreateImportSpecRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateImportSpecRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateImportSpecRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateImportSpecRequestType {
@@ -1797,12 +1809,12 @@ impl x::SchemaType for CreateInventoryViewRequestType {
 impl x::Structure for CreateInventoryViewRequestType {}
 impl std::fmt::Debug for CreateInventoryViewRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateInventoryViewRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateInventoryViewRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateInventoryViewRequestType {
@@ -1851,12 +1863,12 @@ impl x::SchemaType for CreateIpPoolRequestType {
 impl x::Structure for CreateIpPoolRequestType {}
 impl std::fmt::Debug for CreateIpPoolRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateIpPoolRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateIpPoolRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateIpPoolRequestType {
@@ -1907,12 +1919,12 @@ impl x::SchemaType for CreateListViewFromViewRequestType {
 impl x::Structure for CreateListViewFromViewRequestType {}
 impl std::fmt::Debug for CreateListViewFromViewRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateListViewFromViewRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateListViewFromViewRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateListViewFromViewRequestType {
@@ -1961,12 +1973,12 @@ impl x::SchemaType for CreateListViewRequestType {
 impl x::Structure for CreateListViewRequestType {}
 impl std::fmt::Debug for CreateListViewRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateListViewRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateListViewRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CreateListViewRequestType {
@@ -2025,12 +2037,12 @@ impl x::SchemaType for CreateLocalDatastoreRequestType {
 impl x::Structure for CreateLocalDatastoreRequestType {}
 impl std::fmt::Debug for CreateLocalDatastoreRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateLocalDatastoreRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateLocalDatastoreRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateLocalDatastoreRequestType {
@@ -2081,12 +2093,12 @@ impl x::SchemaType for CreateNasDatastoreRequestType {
 impl x::Structure for CreateNasDatastoreRequestType {}
 impl std::fmt::Debug for CreateNasDatastoreRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateNasDatastoreRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateNasDatastoreRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateNasDatastoreRequestType {
@@ -2135,12 +2147,12 @@ impl x::SchemaType for CreateNvdimmNamespaceRequestType {
 impl x::Structure for CreateNvdimmNamespaceRequestType {}
 impl std::fmt::Debug for CreateNvdimmNamespaceRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateNvdimmNamespaceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateNvdimmNamespaceRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateNvdimmNamespaceRequestType {
@@ -2189,12 +2201,12 @@ impl x::SchemaType for CreateNvdimmPMemNamespaceRequestType {
 impl x::Structure for CreateNvdimmPMemNamespaceRequestType {}
 impl std::fmt::Debug for CreateNvdimmPMemNamespaceRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateNvdimmPMemNamespaceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateNvdimmPMemNamespaceRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateNvdimmPMemNamespaceRequestType {
@@ -2243,12 +2255,12 @@ impl x::SchemaType for CreateNvmeOverRdmaAdapterRequestType {
 impl x::Structure for CreateNvmeOverRdmaAdapterRequestType {}
 impl std::fmt::Debug for CreateNvmeOverRdmaAdapterRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateNvmeOverRdmaAdapterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateNvmeOverRdmaAdapterRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateNvmeOverRdmaAdapterRequestType {
@@ -2299,12 +2311,12 @@ impl x::SchemaType for CreateObjectScheduledTaskRequestType {
 impl x::Structure for CreateObjectScheduledTaskRequestType {}
 impl std::fmt::Debug for CreateObjectScheduledTaskRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateObjectScheduledTaskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateObjectScheduledTaskRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateObjectScheduledTaskRequestType {
@@ -2355,12 +2367,12 @@ impl x::SchemaType for CreatePerfIntervalRequestType {
 impl x::Structure for CreatePerfIntervalRequestType {}
 impl std::fmt::Debug for CreatePerfIntervalRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreatePerfIntervalRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreatePerfIntervalRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreatePerfIntervalRequestType {
@@ -2409,12 +2421,12 @@ impl x::SchemaType for CreateProfileRequestType {
 impl x::Structure for CreateProfileRequestType {}
 impl std::fmt::Debug for CreateProfileRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateProfileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateProfileRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateProfileRequestType {
@@ -2461,12 +2473,12 @@ impl x::SchemaType for CreatePropertyCollectorRequestType {
 impl x::Structure for CreatePropertyCollectorRequestType {}
 impl std::fmt::Debug for CreatePropertyCollectorRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreatePropertyCollectorRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreatePropertyCollectorRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreatePropertyCollectorRequestType {
@@ -2521,12 +2533,12 @@ impl x::SchemaType for CreateRegistryKeyInGuestRequestType {
 impl x::Structure for CreateRegistryKeyInGuestRequestType {}
 impl std::fmt::Debug for CreateRegistryKeyInGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateRegistryKeyInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateRegistryKeyInGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateRegistryKeyInGuestRequestType {
@@ -2585,12 +2597,12 @@ impl x::SchemaType for CreateResourcePoolRequestType {
 impl x::Structure for CreateResourcePoolRequestType {}
 impl std::fmt::Debug for CreateResourcePoolRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateResourcePoolRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateResourcePoolRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateResourcePoolRequestType {
@@ -2643,12 +2655,12 @@ impl x::SchemaType for CreateScheduledTaskRequestType {
 impl x::Structure for CreateScheduledTaskRequestType {}
 impl std::fmt::Debug for CreateScheduledTaskRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateScheduledTaskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateScheduledTaskRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateScheduledTaskRequestType {
@@ -2697,12 +2709,12 @@ impl x::SchemaType for CreateScreenshotRequestType {
 impl x::Structure for CreateScreenshotRequestType {}
 impl std::fmt::Debug for CreateScreenshotRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateScreenshotRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateScreenshotRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateScreenshotRequestType {
@@ -2751,12 +2763,12 @@ impl x::SchemaType for CreateSecondaryVMExRequestType {
 impl x::Structure for CreateSecondaryVMExRequestType {}
 impl std::fmt::Debug for CreateSecondaryVMExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateSecondaryVMExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateSecondaryVMExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateSecondaryVMExRequestType {
@@ -2807,12 +2819,12 @@ impl x::SchemaType for CreateSecondaryVMRequestType {
 impl x::Structure for CreateSecondaryVMRequestType {}
 impl std::fmt::Debug for CreateSecondaryVMRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateSecondaryVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateSecondaryVMRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateSecondaryVMRequestType {
@@ -2867,12 +2879,12 @@ impl x::SchemaType for CreateSnapshotExRequestType {
 impl x::Structure for CreateSnapshotExRequestType {}
 impl std::fmt::Debug for CreateSnapshotExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateSnapshotExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateSnapshotExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateSnapshotExRequestType {
@@ -2933,12 +2945,12 @@ impl x::SchemaType for CreateSnapshotRequestType {
 impl x::Structure for CreateSnapshotRequestType {}
 impl std::fmt::Debug for CreateSnapshotRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateSnapshotRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateSnapshotRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateSnapshotRequestType {
@@ -2993,12 +3005,12 @@ impl x::SchemaType for CreateSoftwareAdapterRequestType {
 impl x::Structure for CreateSoftwareAdapterRequestType {}
 impl std::fmt::Debug for CreateSoftwareAdapterRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateSoftwareAdapterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateSoftwareAdapterRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateSoftwareAdapterRequestType {
@@ -3047,12 +3059,12 @@ impl x::SchemaType for CreateStoragePodRequestType {
 impl x::Structure for CreateStoragePodRequestType {}
 impl std::fmt::Debug for CreateStoragePodRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateStoragePodRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateStoragePodRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateStoragePodRequestType {
@@ -3111,12 +3123,12 @@ impl x::SchemaType for CreateTaskRequestType {
 impl x::Structure for CreateTaskRequestType {}
 impl std::fmt::Debug for CreateTaskRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateTaskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateTaskRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateTaskRequestType {
@@ -3183,12 +3195,16 @@ impl x::SchemaType for CreateTemporaryDirectoryInGuestRequestType {
 impl x::Structure for CreateTemporaryDirectoryInGuestRequestType {}
 impl std::fmt::Debug for CreateTemporaryDirectoryInGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "CreateTemporaryDirectoryInGuestRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for CreateTemporaryDirectoryInGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateTemporaryDirectoryInGuestRequestType {
@@ -3253,12 +3269,12 @@ impl x::SchemaType for CreateTemporaryFileInGuestRequestType {
 impl x::Structure for CreateTemporaryFileInGuestRequestType {}
 impl std::fmt::Debug for CreateTemporaryFileInGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateTemporaryFileInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateTemporaryFileInGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateTemporaryFileInGuestRequestType {
@@ -3315,12 +3331,12 @@ impl x::SchemaType for CreateUserRequestType {
 impl x::Structure for CreateUserRequestType {}
 impl std::fmt::Debug for CreateUserRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateUserRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateUserRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateUserRequestType {
@@ -3375,12 +3391,12 @@ impl x::SchemaType for CreateVAppRequestType {
 impl x::Structure for CreateVAppRequestType {}
 impl std::fmt::Debug for CreateVAppRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateVAppRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateVAppRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateVAppRequestType {
@@ -3439,12 +3455,12 @@ impl x::SchemaType for CreateVMRequestType {
 impl x::Structure for CreateVMRequestType {}
 impl std::fmt::Debug for CreateVMRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CreateVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateVMRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateVMRequestType {
@@ -3472,176 +3488,6 @@ impl x::Fields for CreateVMRequestType {
 }
 impl x::Request for CreateVMRequestType {
     const NAME: &'static str = "CreateVM_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `CreateVirtualDiskRequestType`.
-#[derive(Clone, Default)]
-pub struct CreateVirtualDiskRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `name`.
-    pub name: String,
-    /// `datacenter`.
-    pub datacenter: Option<x::ManagedObjectReference>,
-    /// `spec`.
-    pub spec: AnyVirtualDiskSpec,
-}
-impl x::SchemaType for CreateVirtualDiskRequestType {
-    const TYPE_NAME: &'static str = "CreateVirtualDiskRequestType";
-}
-impl x::Structure for CreateVirtualDiskRequestType {}
-impl std::fmt::Debug for CreateVirtualDiskRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for CreateVirtualDiskRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for CreateVirtualDiskRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "name" => r.read(&mut self.name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("name", &self.name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::Request for CreateVirtualDiskRequestType {
-    const NAME: &'static str = "CreateVirtualDisk_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `CreateVmfsDatastoreRequestType`.
-#[derive(Clone, Default)]
-pub struct CreateVmfsDatastoreRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `spec`.
-    pub spec: VmfsDatastoreCreateSpec,
-}
-impl x::SchemaType for CreateVmfsDatastoreRequestType {
-    const TYPE_NAME: &'static str = "CreateVmfsDatastoreRequestType";
-}
-impl x::Structure for CreateVmfsDatastoreRequestType {}
-impl std::fmt::Debug for CreateVmfsDatastoreRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for CreateVmfsDatastoreRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for CreateVmfsDatastoreRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::Request for CreateVmfsDatastoreRequestType {
-    const NAME: &'static str = "CreateVmfsDatastore";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `CreateVvolDatastoreRequestType`.
-#[derive(Clone, Default)]
-pub struct CreateVvolDatastoreRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `spec`.
-    pub spec: HostDatastoreSystemVvolDatastoreSpec,
-}
-impl x::SchemaType for CreateVvolDatastoreRequestType {
-    const TYPE_NAME: &'static str = "CreateVvolDatastoreRequestType";
-}
-impl x::Structure for CreateVvolDatastoreRequestType {}
-impl std::fmt::Debug for CreateVvolDatastoreRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for CreateVvolDatastoreRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for CreateVvolDatastoreRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::Request for CreateVvolDatastoreRequestType {
-    const NAME: &'static str = "CreateVvolDatastore";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
     fn this(&self) -> &x::ManagedObjectReference {

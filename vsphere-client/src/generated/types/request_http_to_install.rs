@@ -19,12 +19,12 @@ impl x::SchemaType for HttpNfcLeaseAbortRequestType {
 impl x::Structure for HttpNfcLeaseAbortRequestType {}
 impl std::fmt::Debug for HttpNfcLeaseAbortRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HttpNfcLeaseAbortRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HttpNfcLeaseAbortRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HttpNfcLeaseAbortRequestType {
@@ -71,12 +71,12 @@ impl x::SchemaType for HttpNfcLeaseCompleteRequestType {
 impl x::Structure for HttpNfcLeaseCompleteRequestType {}
 impl std::fmt::Debug for HttpNfcLeaseCompleteRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HttpNfcLeaseCompleteRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HttpNfcLeaseCompleteRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HttpNfcLeaseCompleteRequestType {
@@ -121,12 +121,12 @@ impl x::SchemaType for HttpNfcLeaseGetManifestRequestType {
 impl x::Structure for HttpNfcLeaseGetManifestRequestType {}
 impl std::fmt::Debug for HttpNfcLeaseGetManifestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HttpNfcLeaseGetManifestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HttpNfcLeaseGetManifestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HttpNfcLeaseGetManifestRequestType {
@@ -175,12 +175,12 @@ impl x::SchemaType for HttpNfcLeaseProbeUrlsRequestType {
 impl x::Structure for HttpNfcLeaseProbeUrlsRequestType {}
 impl std::fmt::Debug for HttpNfcLeaseProbeUrlsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HttpNfcLeaseProbeUrlsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HttpNfcLeaseProbeUrlsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HttpNfcLeaseProbeUrlsRequestType {
@@ -240,12 +240,12 @@ impl x::SchemaType for HttpNfcLeaseProgressRequestType {
 impl x::Structure for HttpNfcLeaseProgressRequestType {}
 impl std::fmt::Debug for HttpNfcLeaseProgressRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HttpNfcLeaseProgressRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HttpNfcLeaseProgressRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HttpNfcLeaseProgressRequestType {
@@ -294,12 +294,12 @@ impl x::SchemaType for HttpNfcLeasePullFromUrlsRequestType {
 impl x::Structure for HttpNfcLeasePullFromUrlsRequestType {}
 impl std::fmt::Debug for HttpNfcLeasePullFromUrlsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HttpNfcLeasePullFromUrlsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HttpNfcLeasePullFromUrlsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HttpNfcLeasePullFromUrlsRequestType {
@@ -356,12 +356,16 @@ impl x::SchemaType for HttpNfcLeaseSetManifestChecksumTypeRequestType {
 impl x::Structure for HttpNfcLeaseSetManifestChecksumTypeRequestType {}
 impl std::fmt::Debug for HttpNfcLeaseSetManifestChecksumTypeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "HttpNfcLeaseSetManifestChecksumTypeRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for HttpNfcLeaseSetManifestChecksumTypeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HttpNfcLeaseSetManifestChecksumTypeRequestType {
@@ -424,12 +428,12 @@ impl x::SchemaType for ImpersonateUserRequestType {
 impl x::Structure for ImpersonateUserRequestType {}
 impl std::fmt::Debug for ImpersonateUserRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ImpersonateUserRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ImpersonateUserRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ImpersonateUserRequestType {
@@ -482,12 +486,12 @@ impl x::SchemaType for ImportCertificateForCAMRequestType {
 impl x::Structure for ImportCertificateForCAMRequestType {}
 impl std::fmt::Debug for ImportCertificateForCAMRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ImportCertificateForCAMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ImportCertificateForCAMRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ImportCertificateForCAMRequestType {
@@ -542,12 +546,12 @@ impl x::SchemaType for ImportUnmanagedSnapshotRequestType {
 impl x::Structure for ImportUnmanagedSnapshotRequestType {}
 impl std::fmt::Debug for ImportUnmanagedSnapshotRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ImportUnmanagedSnapshotRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ImportUnmanagedSnapshotRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ImportUnmanagedSnapshotRequestType {
@@ -604,12 +608,12 @@ impl x::SchemaType for ImportVAppRequestType {
 impl x::Structure for ImportVAppRequestType {}
 impl std::fmt::Debug for ImportVAppRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ImportVAppRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ImportVAppRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ImportVAppRequestType {
@@ -676,12 +680,12 @@ impl x::SchemaType for IncreaseDirectorySizeRequestType {
 impl x::Structure for IncreaseDirectorySizeRequestType {}
 impl std::fmt::Debug for IncreaseDirectorySizeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IncreaseDirectorySizeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for IncreaseDirectorySizeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for IncreaseDirectorySizeRequestType {
@@ -737,12 +741,12 @@ impl x::SchemaType for InflateDiskRequestType {
 impl x::Structure for InflateDiskRequestType {}
 impl std::fmt::Debug for InflateDiskRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InflateDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for InflateDiskRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for InflateDiskRequestType {
@@ -795,12 +799,12 @@ impl x::SchemaType for InflateVirtualDiskRequestType {
 impl x::Structure for InflateVirtualDiskRequestType {}
 impl std::fmt::Debug for InflateVirtualDiskRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InflateVirtualDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for InflateVirtualDiskRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for InflateVirtualDiskRequestType {
@@ -851,12 +855,12 @@ impl x::SchemaType for InitializeDisksRequestType {
 impl x::Structure for InitializeDisksRequestType {}
 impl std::fmt::Debug for InitializeDisksRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InitializeDisksRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for InitializeDisksRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for InitializeDisksRequestType {
@@ -917,12 +921,16 @@ impl x::SchemaType for InitiateFileTransferFromGuestRequestType {
 impl x::Structure for InitiateFileTransferFromGuestRequestType {}
 impl std::fmt::Debug for InitiateFileTransferFromGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "InitiateFileTransferFromGuestRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for InitiateFileTransferFromGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for InitiateFileTransferFromGuestRequestType {
@@ -985,12 +993,12 @@ impl x::SchemaType for InitiateFileTransferToGuestRequestType {
 impl x::Structure for InitiateFileTransferToGuestRequestType {}
 impl std::fmt::Debug for InitiateFileTransferToGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InitiateFileTransferToGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for InitiateFileTransferToGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for InitiateFileTransferToGuestRequestType {
@@ -1055,12 +1063,12 @@ impl x::SchemaType for InitiateTransitionToVLCMRequestType {
 impl x::Structure for InitiateTransitionToVLCMRequestType {}
 impl std::fmt::Debug for InitiateTransitionToVLCMRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InitiateTransitionToVLCMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for InitiateTransitionToVLCMRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for InitiateTransitionToVLCMRequestType {
@@ -1114,12 +1122,12 @@ impl x::SchemaType for InstallHostPatchRequestType {
 impl x::Structure for InstallHostPatchRequestType {}
 impl std::fmt::Debug for InstallHostPatchRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InstallHostPatchRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for InstallHostPatchRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for InstallHostPatchRequestType {
@@ -1178,12 +1186,12 @@ impl x::SchemaType for InstallHostPatchV2RequestType {
 impl x::Structure for InstallHostPatchV2RequestType {}
 impl std::fmt::Debug for InstallHostPatchV2RequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InstallHostPatchV2RequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for InstallHostPatchV2RequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for InstallHostPatchV2RequestType {
@@ -1255,12 +1263,12 @@ impl x::SchemaType for InstallIoFilterRequestType {
 impl x::Structure for InstallIoFilterRequestType {}
 impl std::fmt::Debug for InstallIoFilterRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InstallIoFilterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for InstallIoFilterRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for InstallIoFilterRequestType {
@@ -1321,12 +1329,12 @@ impl x::SchemaType for InstallServerCertificateRequestType {
 impl x::Structure for InstallServerCertificateRequestType {}
 impl std::fmt::Debug for InstallServerCertificateRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InstallServerCertificateRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for InstallServerCertificateRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for InstallServerCertificateRequestType {
@@ -1375,12 +1383,12 @@ impl x::SchemaType for InstallSmartCardTrustAnchorRequestType {
 impl x::Structure for InstallSmartCardTrustAnchorRequestType {}
 impl std::fmt::Debug for InstallSmartCardTrustAnchorRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InstallSmartCardTrustAnchorRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for InstallSmartCardTrustAnchorRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for InstallSmartCardTrustAnchorRequestType {

@@ -19,12 +19,12 @@ impl x::SchemaType for InstantCloneRequestType {
 impl x::Structure for InstantCloneRequestType {}
 impl std::fmt::Debug for InstantCloneRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InstantCloneRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for InstantCloneRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for InstantCloneRequestType {
@@ -79,12 +79,12 @@ impl x::SchemaType for IsGuestOsCustomizableRequestType {
 impl x::Structure for IsGuestOsCustomizableRequestType {}
 impl std::fmt::Debug for IsGuestOsCustomizableRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IsGuestOsCustomizableRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for IsGuestOsCustomizableRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for IsGuestOsCustomizableRequestType {
@@ -134,12 +134,12 @@ impl x::SchemaType for IsKmsClusterActiveRequestType {
 impl x::Structure for IsKmsClusterActiveRequestType {}
 impl std::fmt::Debug for IsKmsClusterActiveRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IsKmsClusterActiveRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for IsKmsClusterActiveRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for IsKmsClusterActiveRequestType {
@@ -186,12 +186,12 @@ impl x::SchemaType for IsSharedGraphicsActiveRequestType {
 impl x::Structure for IsSharedGraphicsActiveRequestType {}
 impl std::fmt::Debug for IsSharedGraphicsActiveRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "IsSharedGraphicsActiveRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for IsSharedGraphicsActiveRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for IsSharedGraphicsActiveRequestType {
@@ -242,12 +242,12 @@ impl x::SchemaType for JoinDomainRequestType {
 impl x::Structure for JoinDomainRequestType {}
 impl std::fmt::Debug for JoinDomainRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "JoinDomainRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for JoinDomainRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for JoinDomainRequestType {
@@ -302,12 +302,12 @@ impl x::SchemaType for JoinDomainWithCAMRequestType {
 impl x::Structure for JoinDomainWithCAMRequestType {}
 impl std::fmt::Debug for JoinDomainWithCAMRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "JoinDomainWithCAMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for JoinDomainWithCAMRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for JoinDomainWithCAMRequestType {
@@ -358,12 +358,12 @@ impl x::SchemaType for LeaveCurrentDomainRequestType {
 impl x::Structure for LeaveCurrentDomainRequestType {}
 impl std::fmt::Debug for LeaveCurrentDomainRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LeaveCurrentDomainRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for LeaveCurrentDomainRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LeaveCurrentDomainRequestType {
@@ -410,12 +410,16 @@ impl x::SchemaType for ListCACertificateRevocationListsRequestType {
 impl x::Structure for ListCACertificateRevocationListsRequestType {}
 impl std::fmt::Debug for ListCACertificateRevocationListsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ListCACertificateRevocationListsRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ListCACertificateRevocationListsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListCACertificateRevocationListsRequestType {
@@ -460,12 +464,12 @@ impl x::SchemaType for ListCACertificatesRequestType {
 impl x::Structure for ListCACertificatesRequestType {}
 impl std::fmt::Debug for ListCACertificatesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ListCACertificatesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ListCACertificatesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListCACertificatesRequestType {
@@ -522,12 +526,12 @@ impl x::SchemaType for ListFilesInGuestRequestType {
 impl x::Structure for ListFilesInGuestRequestType {}
 impl std::fmt::Debug for ListFilesInGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ListFilesInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ListFilesInGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListFilesInGuestRequestType {
@@ -590,12 +594,12 @@ impl x::SchemaType for ListGuestAliasesRequestType {
 impl x::Structure for ListGuestAliasesRequestType {}
 impl std::fmt::Debug for ListGuestAliasesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ListGuestAliasesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ListGuestAliasesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListGuestAliasesRequestType {
@@ -650,12 +654,12 @@ impl x::SchemaType for ListGuestMappedAliasesRequestType {
 impl x::Structure for ListGuestMappedAliasesRequestType {}
 impl std::fmt::Debug for ListGuestMappedAliasesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ListGuestMappedAliasesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ListGuestMappedAliasesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListGuestMappedAliasesRequestType {
@@ -706,12 +710,12 @@ impl x::SchemaType for ListKeysRequestType {
 impl x::Structure for ListKeysRequestType {}
 impl std::fmt::Debug for ListKeysRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ListKeysRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ListKeysRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListKeysRequestType {
@@ -760,12 +764,12 @@ impl x::SchemaType for ListKmipServersRequestType {
 impl x::Structure for ListKmipServersRequestType {}
 impl std::fmt::Debug for ListKmipServersRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ListKmipServersRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ListKmipServersRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListKmipServersRequestType {
@@ -818,12 +822,12 @@ impl x::SchemaType for ListKmsClustersRequestType {
 impl x::Structure for ListKmsClustersRequestType {}
 impl std::fmt::Debug for ListKmsClustersRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ListKmsClustersRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ListKmsClustersRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListKmsClustersRequestType {
@@ -880,12 +884,12 @@ impl x::SchemaType for ListProcessesInGuestRequestType {
 impl x::Structure for ListProcessesInGuestRequestType {}
 impl std::fmt::Debug for ListProcessesInGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ListProcessesInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ListProcessesInGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ListProcessesInGuestRequestType {
@@ -956,12 +960,12 @@ impl x::SchemaType for ListRegistryKeysInGuestRequestType {
 impl x::Structure for ListRegistryKeysInGuestRequestType {}
 impl std::fmt::Debug for ListRegistryKeysInGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ListRegistryKeysInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ListRegistryKeysInGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListRegistryKeysInGuestRequestType {
@@ -1026,12 +1030,12 @@ impl x::SchemaType for ListRegistryValuesInGuestRequestType {
 impl x::Structure for ListRegistryValuesInGuestRequestType {}
 impl std::fmt::Debug for ListRegistryValuesInGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ListRegistryValuesInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ListRegistryValuesInGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListRegistryValuesInGuestRequestType {
@@ -1086,12 +1090,12 @@ impl x::SchemaType for ListSmartCardTrustAnchorsRequestType {
 impl x::Structure for ListSmartCardTrustAnchorsRequestType {}
 impl std::fmt::Debug for ListSmartCardTrustAnchorsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ListSmartCardTrustAnchorsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ListSmartCardTrustAnchorsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListSmartCardTrustAnchorsRequestType {
@@ -1138,12 +1142,16 @@ impl x::SchemaType for ListTagsAttachedToVStorageObjectRequestType {
 impl x::Structure for ListTagsAttachedToVStorageObjectRequestType {}
 impl std::fmt::Debug for ListTagsAttachedToVStorageObjectRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ListTagsAttachedToVStorageObjectRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ListTagsAttachedToVStorageObjectRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListTagsAttachedToVStorageObjectRequestType {
@@ -1192,12 +1200,12 @@ impl x::SchemaType for ListVStorageObjectRequestType {
 impl x::Structure for ListVStorageObjectRequestType {}
 impl std::fmt::Debug for ListVStorageObjectRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ListVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ListVStorageObjectRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListVStorageObjectRequestType {
@@ -1248,12 +1256,16 @@ impl x::SchemaType for ListVStorageObjectsAttachedToTagRequestType {
 impl x::Structure for ListVStorageObjectsAttachedToTagRequestType {}
 impl std::fmt::Debug for ListVStorageObjectsAttachedToTagRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ListVStorageObjectsAttachedToTagRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ListVStorageObjectsAttachedToTagRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ListVStorageObjectsAttachedToTagRequestType {

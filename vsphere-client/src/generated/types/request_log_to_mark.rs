@@ -21,12 +21,12 @@ impl x::SchemaType for LogUserEventRequestType {
 impl x::Structure for LogUserEventRequestType {}
 impl std::fmt::Debug for LogUserEventRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LogUserEventRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for LogUserEventRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LogUserEventRequestType {
@@ -79,12 +79,12 @@ impl x::SchemaType for LoginBySSPIRequestType {
 impl x::Structure for LoginBySSPIRequestType {}
 impl std::fmt::Debug for LoginBySSPIRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LoginBySSPIRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for LoginBySSPIRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LoginBySSPIRequestType {
@@ -135,12 +135,12 @@ impl x::SchemaType for LoginByTokenRequestType {
 impl x::Structure for LoginByTokenRequestType {}
 impl std::fmt::Debug for LoginByTokenRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LoginByTokenRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for LoginByTokenRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LoginByTokenRequestType {
@@ -191,12 +191,12 @@ impl x::SchemaType for LoginExtensionByCertificateRequestType {
 impl x::Structure for LoginExtensionByCertificateRequestType {}
 impl std::fmt::Debug for LoginExtensionByCertificateRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LoginExtensionByCertificateRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for LoginExtensionByCertificateRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LoginExtensionByCertificateRequestType {
@@ -249,12 +249,12 @@ impl x::SchemaType for LoginExtensionBySubjectNameRequestType {
 impl x::Structure for LoginExtensionBySubjectNameRequestType {}
 impl std::fmt::Debug for LoginExtensionBySubjectNameRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LoginExtensionBySubjectNameRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for LoginExtensionBySubjectNameRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LoginExtensionBySubjectNameRequestType {
@@ -309,12 +309,12 @@ impl x::SchemaType for LoginRequestType {
 impl x::Structure for LoginRequestType {}
 impl std::fmt::Debug for LoginRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LoginRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for LoginRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LoginRequestType {
@@ -365,12 +365,12 @@ impl x::SchemaType for LogoutRequestType {
 impl x::Structure for LogoutRequestType {}
 impl std::fmt::Debug for LogoutRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LogoutRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for LogoutRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LogoutRequestType {
@@ -417,12 +417,12 @@ impl x::SchemaType for LookupDvPortGroupRequestType {
 impl x::Structure for LookupDvPortGroupRequestType {}
 impl std::fmt::Debug for LookupDvPortGroupRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LookupDvPortGroupRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for LookupDvPortGroupRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LookupDvPortGroupRequestType {
@@ -473,12 +473,12 @@ impl x::SchemaType for LookupVmOverheadMemoryRequestType {
 impl x::Structure for LookupVmOverheadMemoryRequestType {}
 impl std::fmt::Debug for LookupVmOverheadMemoryRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LookupVmOverheadMemoryRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for LookupVmOverheadMemoryRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LookupVmOverheadMemoryRequestType {
@@ -535,12 +535,12 @@ impl x::SchemaType for MakeDirectoryInGuestRequestType {
 impl x::Structure for MakeDirectoryInGuestRequestType {}
 impl std::fmt::Debug for MakeDirectoryInGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MakeDirectoryInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MakeDirectoryInGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MakeDirectoryInGuestRequestType {
@@ -599,12 +599,12 @@ impl x::SchemaType for MakeDirectoryRequestType {
 impl x::Structure for MakeDirectoryRequestType {}
 impl std::fmt::Debug for MakeDirectoryRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MakeDirectoryRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MakeDirectoryRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MakeDirectoryRequestType {
@@ -657,12 +657,12 @@ impl x::SchemaType for MakePrimaryVMRequestType {
 impl x::Structure for MakePrimaryVMRequestType {}
 impl std::fmt::Debug for MakePrimaryVMRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MakePrimaryVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MakePrimaryVMRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MakePrimaryVMRequestType {
@@ -711,12 +711,12 @@ impl x::SchemaType for MarkAsLocalRequestType {
 impl x::Structure for MarkAsLocalRequestType {}
 impl std::fmt::Debug for MarkAsLocalRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MarkAsLocalRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MarkAsLocalRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MarkAsLocalRequestType {
@@ -765,12 +765,12 @@ impl x::SchemaType for MarkAsNonLocalRequestType {
 impl x::Structure for MarkAsNonLocalRequestType {}
 impl std::fmt::Debug for MarkAsNonLocalRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MarkAsNonLocalRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MarkAsNonLocalRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MarkAsNonLocalRequestType {
@@ -819,12 +819,12 @@ impl x::SchemaType for MarkAsNonSsdRequestType {
 impl x::Structure for MarkAsNonSsdRequestType {}
 impl std::fmt::Debug for MarkAsNonSsdRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MarkAsNonSsdRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MarkAsNonSsdRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MarkAsNonSsdRequestType {
@@ -873,12 +873,12 @@ impl x::SchemaType for MarkAsSsdRequestType {
 impl x::Structure for MarkAsSsdRequestType {}
 impl std::fmt::Debug for MarkAsSsdRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MarkAsSsdRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MarkAsSsdRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MarkAsSsdRequestType {
@@ -925,12 +925,12 @@ impl x::SchemaType for MarkAsTemplateRequestType {
 impl x::Structure for MarkAsTemplateRequestType {}
 impl std::fmt::Debug for MarkAsTemplateRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MarkAsTemplateRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MarkAsTemplateRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MarkAsTemplateRequestType {
@@ -979,12 +979,12 @@ impl x::SchemaType for MarkAsVirtualMachineRequestType {
 impl x::Structure for MarkAsVirtualMachineRequestType {}
 impl std::fmt::Debug for MarkAsVirtualMachineRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MarkAsVirtualMachineRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MarkAsVirtualMachineRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MarkAsVirtualMachineRequestType {
@@ -1035,12 +1035,12 @@ impl x::SchemaType for MarkDefaultRequestType {
 impl x::Structure for MarkDefaultRequestType {}
 impl std::fmt::Debug for MarkDefaultRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MarkDefaultRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MarkDefaultRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MarkDefaultRequestType {
@@ -1091,12 +1091,12 @@ impl x::SchemaType for MarkForRemovalRequestType {
 impl x::Structure for MarkForRemovalRequestType {}
 impl std::fmt::Debug for MarkForRemovalRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MarkForRemovalRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MarkForRemovalRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MarkForRemovalRequestType {
@@ -1149,12 +1149,12 @@ impl x::SchemaType for MarkPerenniallyReservedExRequestType {
 impl x::Structure for MarkPerenniallyReservedExRequestType {}
 impl std::fmt::Debug for MarkPerenniallyReservedExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MarkPerenniallyReservedExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MarkPerenniallyReservedExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for MarkPerenniallyReservedExRequestType {
@@ -1216,12 +1216,12 @@ impl x::SchemaType for MarkPerenniallyReservedRequestType {
 impl x::Structure for MarkPerenniallyReservedRequestType {}
 impl std::fmt::Debug for MarkPerenniallyReservedRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MarkPerenniallyReservedRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MarkPerenniallyReservedRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MarkPerenniallyReservedRequestType {
@@ -1272,12 +1272,12 @@ impl x::SchemaType for MarkServiceProviderEntitiesRequestType {
 impl x::Structure for MarkServiceProviderEntitiesRequestType {}
 impl std::fmt::Debug for MarkServiceProviderEntitiesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MarkServiceProviderEntitiesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MarkServiceProviderEntitiesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for MarkServiceProviderEntitiesRequestType {

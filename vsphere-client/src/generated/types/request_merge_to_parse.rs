@@ -19,12 +19,12 @@ impl x::SchemaType for MergeDvsRequestType {
 impl x::Structure for MergeDvsRequestType {}
 impl std::fmt::Debug for MergeDvsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MergeDvsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MergeDvsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MergeDvsRequestType {
@@ -75,12 +75,12 @@ impl x::SchemaType for MergePermissionsRequestType {
 impl x::Structure for MergePermissionsRequestType {}
 impl std::fmt::Debug for MergePermissionsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MergePermissionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MergePermissionsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MergePermissionsRequestType {
@@ -137,12 +137,12 @@ impl x::SchemaType for MigrateVMRequestType {
 impl x::Structure for MigrateVMRequestType {}
 impl std::fmt::Debug for MigrateVMRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MigrateVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MigrateVMRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MigrateVMRequestType {
@@ -199,12 +199,12 @@ impl x::SchemaType for ModifyListViewRequestType {
 impl x::Structure for ModifyListViewRequestType {}
 impl std::fmt::Debug for ModifyListViewRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ModifyListViewRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ModifyListViewRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ModifyListViewRequestType {
@@ -262,12 +262,12 @@ impl x::SchemaType for MountToolsInstallerRequestType {
 impl x::Structure for MountToolsInstallerRequestType {}
 impl std::fmt::Debug for MountToolsInstallerRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MountToolsInstallerRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MountToolsInstallerRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MountToolsInstallerRequestType {
@@ -314,12 +314,12 @@ impl x::SchemaType for MountVffsVolumeRequestType {
 impl x::Structure for MountVffsVolumeRequestType {}
 impl std::fmt::Debug for MountVffsVolumeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MountVffsVolumeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MountVffsVolumeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MountVffsVolumeRequestType {
@@ -368,12 +368,12 @@ impl x::SchemaType for MountVmfsVolumeExRequestType {
 impl x::Structure for MountVmfsVolumeExRequestType {}
 impl std::fmt::Debug for MountVmfsVolumeExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MountVmfsVolumeExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MountVmfsVolumeExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for MountVmfsVolumeExRequestType {
@@ -430,12 +430,12 @@ impl x::SchemaType for MountVmfsVolumeRequestType {
 impl x::Structure for MountVmfsVolumeRequestType {}
 impl std::fmt::Debug for MountVmfsVolumeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MountVmfsVolumeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MountVmfsVolumeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MountVmfsVolumeRequestType {
@@ -486,12 +486,12 @@ impl x::SchemaType for MoveDVPortRequestType {
 impl x::Structure for MoveDVPortRequestType {}
 impl std::fmt::Debug for MoveDVPortRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MoveDVPortRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MoveDVPortRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for MoveDVPortRequestType {
@@ -559,12 +559,12 @@ impl x::SchemaType for MoveDatastoreFileRequestType {
 impl x::Structure for MoveDatastoreFileRequestType {}
 impl std::fmt::Debug for MoveDatastoreFileRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MoveDatastoreFileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MoveDatastoreFileRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MoveDatastoreFileRequestType {
@@ -627,12 +627,12 @@ impl x::SchemaType for MoveDirectoryInGuestRequestType {
 impl x::Structure for MoveDirectoryInGuestRequestType {}
 impl std::fmt::Debug for MoveDirectoryInGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MoveDirectoryInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MoveDirectoryInGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MoveDirectoryInGuestRequestType {
@@ -695,12 +695,12 @@ impl x::SchemaType for MoveFileInGuestRequestType {
 impl x::Structure for MoveFileInGuestRequestType {}
 impl std::fmt::Debug for MoveFileInGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MoveFileInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MoveFileInGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MoveFileInGuestRequestType {
@@ -759,12 +759,12 @@ impl x::SchemaType for MoveHostIntoRequestType {
 impl x::Structure for MoveHostIntoRequestType {}
 impl std::fmt::Debug for MoveHostIntoRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MoveHostIntoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MoveHostIntoRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MoveHostIntoRequestType {
@@ -815,12 +815,12 @@ impl x::SchemaType for MoveIntoFolderRequestType {
 impl x::Structure for MoveIntoFolderRequestType {}
 impl std::fmt::Debug for MoveIntoFolderRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MoveIntoFolderRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MoveIntoFolderRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for MoveIntoFolderRequestType {
@@ -877,12 +877,12 @@ impl x::SchemaType for MoveIntoRequestType {
 impl x::Structure for MoveIntoRequestType {}
 impl std::fmt::Debug for MoveIntoRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MoveIntoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MoveIntoRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for MoveIntoRequestType {
@@ -939,12 +939,12 @@ impl x::SchemaType for MoveIntoResourcePoolRequestType {
 impl x::Structure for MoveIntoResourcePoolRequestType {}
 impl std::fmt::Debug for MoveIntoResourcePoolRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MoveIntoResourcePoolRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MoveIntoResourcePoolRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for MoveIntoResourcePoolRequestType {
@@ -1011,12 +1011,12 @@ impl x::SchemaType for MoveVirtualDiskRequestType {
 impl x::Structure for MoveVirtualDiskRequestType {}
 impl std::fmt::Debug for MoveVirtualDiskRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MoveVirtualDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for MoveVirtualDiskRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for MoveVirtualDiskRequestType {
@@ -1088,12 +1088,12 @@ impl x::SchemaType for OpenInventoryViewFolderRequestType {
 impl x::Structure for OpenInventoryViewFolderRequestType {}
 impl std::fmt::Debug for OpenInventoryViewFolderRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OpenInventoryViewFolderRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for OpenInventoryViewFolderRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for OpenInventoryViewFolderRequestType {
@@ -1150,12 +1150,12 @@ impl x::SchemaType for OverwriteCustomizationSpecRequestType {
 impl x::Structure for OverwriteCustomizationSpecRequestType {}
 impl std::fmt::Debug for OverwriteCustomizationSpecRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "OverwriteCustomizationSpecRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for OverwriteCustomizationSpecRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for OverwriteCustomizationSpecRequestType {
@@ -1206,12 +1206,12 @@ impl x::SchemaType for ParseDescriptorRequestType {
 impl x::Structure for ParseDescriptorRequestType {}
 impl std::fmt::Debug for ParseDescriptorRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ParseDescriptorRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ParseDescriptorRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ParseDescriptorRequestType {

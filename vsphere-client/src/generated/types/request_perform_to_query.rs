@@ -21,12 +21,16 @@ impl x::SchemaType for PerformDvsProductSpecOperationRequestType {
 impl x::Structure for PerformDvsProductSpecOperationRequestType {}
 impl std::fmt::Debug for PerformDvsProductSpecOperationRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "PerformDvsProductSpecOperationRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for PerformDvsProductSpecOperationRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PerformDvsProductSpecOperationRequestType {
@@ -79,12 +83,16 @@ impl x::SchemaType for PerformVsanUpgradePreflightCheckRequestType {
 impl x::Structure for PerformVsanUpgradePreflightCheckRequestType {}
 impl std::fmt::Debug for PerformVsanUpgradePreflightCheckRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "PerformVsanUpgradePreflightCheckRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for PerformVsanUpgradePreflightCheckRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PerformVsanUpgradePreflightCheckRequestType {
@@ -143,12 +151,12 @@ impl x::SchemaType for PerformVsanUpgradeRequestType {
 impl x::Structure for PerformVsanUpgradeRequestType {}
 impl std::fmt::Debug for PerformVsanUpgradeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PerformVsanUpgradeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PerformVsanUpgradeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PerformVsanUpgradeRequestType {
@@ -217,12 +225,12 @@ impl x::SchemaType for PlaceVmRequestType {
 impl x::Structure for PlaceVmRequestType {}
 impl std::fmt::Debug for PlaceVmRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PlaceVmRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PlaceVmRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PlaceVmRequestType {
@@ -273,12 +281,12 @@ impl x::SchemaType for PostEventRequestType {
 impl x::Structure for PostEventRequestType {}
 impl std::fmt::Debug for PostEventRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PostEventRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PostEventRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PostEventRequestType {
@@ -331,12 +339,12 @@ impl x::SchemaType for PostHealthUpdatesRequestType {
 impl x::Structure for PostHealthUpdatesRequestType {}
 impl std::fmt::Debug for PostHealthUpdatesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PostHealthUpdatesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PostHealthUpdatesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PostHealthUpdatesRequestType {
@@ -398,12 +406,12 @@ impl x::SchemaType for PowerDownHostToStandByRequestType {
 impl x::Structure for PowerDownHostToStandByRequestType {}
 impl std::fmt::Debug for PowerDownHostToStandByRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PowerDownHostToStandByRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PowerDownHostToStandByRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PowerDownHostToStandByRequestType {
@@ -454,12 +462,12 @@ impl x::SchemaType for PowerOffVAppRequestType {
 impl x::Structure for PowerOffVAppRequestType {}
 impl std::fmt::Debug for PowerOffVAppRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PowerOffVAppRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PowerOffVAppRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PowerOffVAppRequestType {
@@ -506,12 +514,12 @@ impl x::SchemaType for PowerOffVMRequestType {
 impl x::Structure for PowerOffVMRequestType {}
 impl std::fmt::Debug for PowerOffVMRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PowerOffVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PowerOffVMRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PowerOffVMRequestType {
@@ -560,12 +568,12 @@ impl x::SchemaType for PowerOnMultiVMRequestType {
 impl x::Structure for PowerOnMultiVMRequestType {}
 impl std::fmt::Debug for PowerOnMultiVMRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PowerOnMultiVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PowerOnMultiVMRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PowerOnMultiVMRequestType {
@@ -623,12 +631,12 @@ impl x::SchemaType for PowerOnVAppRequestType {
 impl x::Structure for PowerOnVAppRequestType {}
 impl std::fmt::Debug for PowerOnVAppRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PowerOnVAppRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PowerOnVAppRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PowerOnVAppRequestType {
@@ -675,12 +683,12 @@ impl x::SchemaType for PowerOnVMRequestType {
 impl x::Structure for PowerOnVMRequestType {}
 impl std::fmt::Debug for PowerOnVMRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PowerOnVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PowerOnVMRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PowerOnVMRequestType {
@@ -729,12 +737,12 @@ impl x::SchemaType for PowerUpHostFromStandByRequestType {
 impl x::Structure for PowerUpHostFromStandByRequestType {}
 impl std::fmt::Debug for PowerUpHostFromStandByRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PowerUpHostFromStandByRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PowerUpHostFromStandByRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PowerUpHostFromStandByRequestType {
@@ -781,12 +789,12 @@ impl x::SchemaType for PrepareCryptoRequestType {
 impl x::Structure for PrepareCryptoRequestType {}
 impl std::fmt::Debug for PrepareCryptoRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PrepareCryptoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PrepareCryptoRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PrepareCryptoRequestType {
@@ -835,12 +843,12 @@ impl x::SchemaType for PromoteDisksRequestType {
 impl x::Structure for PromoteDisksRequestType {}
 impl std::fmt::Debug for PromoteDisksRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PromoteDisksRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PromoteDisksRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PromoteDisksRequestType {
@@ -906,12 +914,12 @@ impl x::SchemaType for ProvisionServerPrivateKeyRequestType {
 impl x::Structure for ProvisionServerPrivateKeyRequestType {}
 impl std::fmt::Debug for ProvisionServerPrivateKeyRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ProvisionServerPrivateKeyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ProvisionServerPrivateKeyRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ProvisionServerPrivateKeyRequestType {
@@ -961,12 +969,12 @@ impl x::SchemaType for PutUsbScanCodesRequestType {
 impl x::Structure for PutUsbScanCodesRequestType {}
 impl std::fmt::Debug for PutUsbScanCodesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PutUsbScanCodesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PutUsbScanCodesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PutUsbScanCodesRequestType {
@@ -1015,12 +1023,12 @@ impl x::SchemaType for QueryAnswerFileStatusRequestType {
 impl x::Structure for QueryAnswerFileStatusRequestType {}
 impl std::fmt::Debug for QueryAnswerFileStatusRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryAnswerFileStatusRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryAnswerFileStatusRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryAnswerFileStatusRequestType {
@@ -1077,12 +1085,12 @@ impl x::SchemaType for QueryAssignedLicensesRequestType {
 impl x::Structure for QueryAssignedLicensesRequestType {}
 impl std::fmt::Debug for QueryAssignedLicensesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryAssignedLicensesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryAssignedLicensesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryAssignedLicensesRequestType {
@@ -1131,12 +1139,12 @@ impl x::SchemaType for QueryAvailableDisksForVmfsRequestType {
 impl x::Structure for QueryAvailableDisksForVmfsRequestType {}
 impl std::fmt::Debug for QueryAvailableDisksForVmfsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryAvailableDisksForVmfsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryAvailableDisksForVmfsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryAvailableDisksForVmfsRequestType {
@@ -1185,12 +1193,12 @@ impl x::SchemaType for QueryAvailableDvsSpecRequestType {
 impl x::Structure for QueryAvailableDvsSpecRequestType {}
 impl std::fmt::Debug for QueryAvailableDvsSpecRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryAvailableDvsSpecRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryAvailableDvsSpecRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryAvailableDvsSpecRequestType {
@@ -1237,12 +1245,12 @@ impl x::SchemaType for QueryAvailablePartitionRequestType {
 impl x::Structure for QueryAvailablePartitionRequestType {}
 impl std::fmt::Debug for QueryAvailablePartitionRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryAvailablePartitionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryAvailablePartitionRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryAvailablePartitionRequestType {
@@ -1295,12 +1303,12 @@ impl x::SchemaType for QueryAvailablePerfMetricRequestType {
 impl x::Structure for QueryAvailablePerfMetricRequestType {}
 impl std::fmt::Debug for QueryAvailablePerfMetricRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryAvailablePerfMetricRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryAvailablePerfMetricRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryAvailablePerfMetricRequestType {
@@ -1355,12 +1363,12 @@ impl x::SchemaType for QueryAvailableSsdsRequestType {
 impl x::Structure for QueryAvailableSsdsRequestType {}
 impl std::fmt::Debug for QueryAvailableSsdsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryAvailableSsdsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryAvailableSsdsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryAvailableSsdsRequestType {
@@ -1407,12 +1415,12 @@ impl x::SchemaType for QueryAvailableTimeZonesRequestType {
 impl x::Structure for QueryAvailableTimeZonesRequestType {}
 impl std::fmt::Debug for QueryAvailableTimeZonesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryAvailableTimeZonesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryAvailableTimeZonesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryAvailableTimeZonesRequestType {
@@ -1457,12 +1465,12 @@ impl x::SchemaType for QueryBootDevicesRequestType {
 impl x::Structure for QueryBootDevicesRequestType {}
 impl std::fmt::Debug for QueryBootDevicesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryBootDevicesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryBootDevicesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryBootDevicesRequestType {
@@ -1509,12 +1517,12 @@ impl x::SchemaType for QueryBoundVnicsRequestType {
 impl x::Structure for QueryBoundVnicsRequestType {}
 impl std::fmt::Debug for QueryBoundVnicsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryBoundVnicsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryBoundVnicsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryBoundVnicsRequestType {
@@ -1563,12 +1571,12 @@ impl x::SchemaType for QueryCandidateNicsRequestType {
 impl x::Structure for QueryCandidateNicsRequestType {}
 impl std::fmt::Debug for QueryCandidateNicsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryCandidateNicsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryCandidateNicsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryCandidateNicsRequestType {
@@ -1623,12 +1631,12 @@ impl x::SchemaType for QueryChangedDiskAreasRequestType {
 impl x::Structure for QueryChangedDiskAreasRequestType {}
 impl std::fmt::Debug for QueryChangedDiskAreasRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryChangedDiskAreasRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryChangedDiskAreasRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryChangedDiskAreasRequestType {
@@ -1683,12 +1691,12 @@ impl x::SchemaType for QueryCmmdsRequestType {
 impl x::Structure for QueryCmmdsRequestType {}
 impl std::fmt::Debug for QueryCmmdsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryCmmdsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryCmmdsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryCmmdsRequestType {
@@ -1749,12 +1757,16 @@ impl x::SchemaType for QueryCompatibleHostForExistingDvsRequestType {
 impl x::Structure for QueryCompatibleHostForExistingDvsRequestType {}
 impl std::fmt::Debug for QueryCompatibleHostForExistingDvsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "QueryCompatibleHostForExistingDvsRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for QueryCompatibleHostForExistingDvsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryCompatibleHostForExistingDvsRequestType {
@@ -1811,12 +1823,16 @@ impl x::SchemaType for QueryCompatibleHostForNewDvsRequestType {
 impl x::Structure for QueryCompatibleHostForNewDvsRequestType {}
 impl std::fmt::Debug for QueryCompatibleHostForNewDvsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "QueryCompatibleHostForNewDvsRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for QueryCompatibleHostForNewDvsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryCompatibleHostForNewDvsRequestType {
@@ -1879,12 +1895,16 @@ impl x::SchemaType for QueryCompatibleVmnicsFromHostsRequestType {
 impl x::Structure for QueryCompatibleVmnicsFromHostsRequestType {}
 impl std::fmt::Debug for QueryCompatibleVmnicsFromHostsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "QueryCompatibleVmnicsFromHostsRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for QueryCompatibleVmnicsFromHostsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryCompatibleVmnicsFromHostsRequestType {
@@ -1947,12 +1967,12 @@ impl x::SchemaType for QueryComplianceStatusRequestType {
 impl x::Structure for QueryComplianceStatusRequestType {}
 impl std::fmt::Debug for QueryComplianceStatusRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryComplianceStatusRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryComplianceStatusRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryComplianceStatusRequestType {
@@ -2010,12 +2030,12 @@ impl x::SchemaType for QueryConfigOptionDescriptorRequestType {
 impl x::Structure for QueryConfigOptionDescriptorRequestType {}
 impl std::fmt::Debug for QueryConfigOptionDescriptorRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryConfigOptionDescriptorRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryConfigOptionDescriptorRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryConfigOptionDescriptorRequestType {
@@ -2062,12 +2082,12 @@ impl x::SchemaType for QueryConfigOptionExRequestType {
 impl x::Structure for QueryConfigOptionExRequestType {}
 impl std::fmt::Debug for QueryConfigOptionExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryConfigOptionExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryConfigOptionExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryConfigOptionExRequestType {
@@ -2118,12 +2138,12 @@ impl x::SchemaType for QueryConfigOptionRequestType {
 impl x::Structure for QueryConfigOptionRequestType {}
 impl std::fmt::Debug for QueryConfigOptionRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryConfigOptionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryConfigOptionRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryConfigOptionRequestType {
@@ -2174,12 +2194,12 @@ impl x::SchemaType for QueryConfigTargetRequestType {
 impl x::Structure for QueryConfigTargetRequestType {}
 impl std::fmt::Debug for QueryConfigTargetRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryConfigTargetRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryConfigTargetRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryConfigTargetRequestType {
@@ -2228,12 +2248,16 @@ impl x::SchemaType for QueryConfiguredModuleOptionStringRequestType {
 impl x::Structure for QueryConfiguredModuleOptionStringRequestType {}
 impl std::fmt::Debug for QueryConfiguredModuleOptionStringRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "QueryConfiguredModuleOptionStringRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for QueryConfiguredModuleOptionStringRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryConfiguredModuleOptionStringRequestType {
@@ -2294,12 +2318,12 @@ impl x::SchemaType for QueryConnectionInfoRequestType {
 impl x::Structure for QueryConnectionInfoRequestType {}
 impl std::fmt::Debug for QueryConnectionInfoRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryConnectionInfoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryConnectionInfoRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryConnectionInfoRequestType {
@@ -2366,12 +2390,12 @@ impl x::SchemaType for QueryConnectionInfoViaSpecRequestType {
 impl x::Structure for QueryConnectionInfoViaSpecRequestType {}
 impl std::fmt::Debug for QueryConnectionInfoViaSpecRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryConnectionInfoViaSpecRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryConnectionInfoViaSpecRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryConnectionInfoViaSpecRequestType {
@@ -2418,12 +2442,12 @@ impl x::SchemaType for QueryConnectionsRequestType {
 impl x::Structure for QueryConnectionsRequestType {}
 impl std::fmt::Debug for QueryConnectionsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryConnectionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryConnectionsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryConnectionsRequestType {
@@ -2472,12 +2496,12 @@ impl x::SchemaType for QueryCryptoKeyStatusRequestType {
 impl x::Structure for QueryCryptoKeyStatusRequestType {}
 impl std::fmt::Debug for QueryCryptoKeyStatusRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryCryptoKeyStatusRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryCryptoKeyStatusRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryCryptoKeyStatusRequestType {
@@ -2537,12 +2561,16 @@ impl x::SchemaType for QueryDatastorePerformanceSummaryRequestType {
 impl x::Structure for QueryDatastorePerformanceSummaryRequestType {}
 impl std::fmt::Debug for QueryDatastorePerformanceSummaryRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "QueryDatastorePerformanceSummaryRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for QueryDatastorePerformanceSummaryRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryDatastorePerformanceSummaryRequestType {
@@ -2589,12 +2617,12 @@ impl x::SchemaType for QueryDateTimeRequestType {
 impl x::Structure for QueryDateTimeRequestType {}
 impl std::fmt::Debug for QueryDateTimeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryDateTimeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryDateTimeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryDateTimeRequestType {
@@ -2641,12 +2669,12 @@ impl x::SchemaType for QueryDescriptionsRequestType {
 impl x::Structure for QueryDescriptionsRequestType {}
 impl std::fmt::Debug for QueryDescriptionsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryDescriptionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryDescriptionsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryDescriptionsRequestType {
@@ -2705,12 +2733,12 @@ impl x::SchemaType for QueryDirectoryInfoRequestType {
 impl x::Structure for QueryDirectoryInfoRequestType {}
 impl std::fmt::Debug for QueryDirectoryInfoRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryDirectoryInfoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryDirectoryInfoRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryDirectoryInfoRequestType {
@@ -2762,12 +2790,12 @@ impl x::SchemaType for QueryDisksForVsanRequestType {
 impl x::Structure for QueryDisksForVsanRequestType {}
 impl std::fmt::Debug for QueryDisksForVsanRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryDisksForVsanRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryDisksForVsanRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryDisksForVsanRequestType {
@@ -2826,12 +2854,12 @@ impl x::SchemaType for QueryDisksUsingFilterRequestType {
 impl x::Structure for QueryDisksUsingFilterRequestType {}
 impl std::fmt::Debug for QueryDisksUsingFilterRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryDisksUsingFilterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryDisksUsingFilterRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryDisksUsingFilterRequestType {
@@ -2882,12 +2910,12 @@ impl x::SchemaType for QueryDvsByUuidRequestType {
 impl x::Structure for QueryDvsByUuidRequestType {}
 impl std::fmt::Debug for QueryDvsByUuidRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryDvsByUuidRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryDvsByUuidRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryDvsByUuidRequestType {
@@ -2940,12 +2968,12 @@ impl x::SchemaType for QueryDvsCheckCompatibilityRequestType {
 impl x::Structure for QueryDvsCheckCompatibilityRequestType {}
 impl std::fmt::Debug for QueryDvsCheckCompatibilityRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryDvsCheckCompatibilityRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryDvsCheckCompatibilityRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryDvsCheckCompatibilityRequestType {
@@ -3008,12 +3036,12 @@ impl x::SchemaType for QueryDvsCompatibleHostSpecRequestType {
 impl x::Structure for QueryDvsCompatibleHostSpecRequestType {}
 impl std::fmt::Debug for QueryDvsCompatibleHostSpecRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryDvsCompatibleHostSpecRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryDvsCompatibleHostSpecRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryDvsCompatibleHostSpecRequestType {
@@ -3064,12 +3092,12 @@ impl x::SchemaType for QueryDvsConfigTargetRequestType {
 impl x::Structure for QueryDvsConfigTargetRequestType {}
 impl std::fmt::Debug for QueryDvsConfigTargetRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryDvsConfigTargetRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryDvsConfigTargetRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryDvsConfigTargetRequestType {
@@ -3120,12 +3148,12 @@ impl x::SchemaType for QueryDvsFeatureCapabilityRequestType {
 impl x::Structure for QueryDvsFeatureCapabilityRequestType {}
 impl std::fmt::Debug for QueryDvsFeatureCapabilityRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryDvsFeatureCapabilityRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryDvsFeatureCapabilityRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryDvsFeatureCapabilityRequestType {
@@ -3178,12 +3206,12 @@ impl x::SchemaType for QueryEventsRequestType {
 impl x::Structure for QueryEventsRequestType {}
 impl std::fmt::Debug for QueryEventsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryEventsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryEventsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryEventsRequestType {
@@ -3244,12 +3272,12 @@ impl x::SchemaType for QueryExpressionMetadataRequestType {
 impl x::Structure for QueryExpressionMetadataRequestType {}
 impl std::fmt::Debug for QueryExpressionMetadataRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryExpressionMetadataRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryExpressionMetadataRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryExpressionMetadataRequestType {
@@ -3309,12 +3337,16 @@ impl x::SchemaType for QueryExtensionIpAllocationUsageRequestType {
 impl x::Structure for QueryExtensionIpAllocationUsageRequestType {}
 impl std::fmt::Debug for QueryExtensionIpAllocationUsageRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "QueryExtensionIpAllocationUsageRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for QueryExtensionIpAllocationUsageRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryExtensionIpAllocationUsageRequestType {
@@ -3371,12 +3403,16 @@ impl x::SchemaType for QueryFaultToleranceCompatibilityExRequestType {
 impl x::Structure for QueryFaultToleranceCompatibilityExRequestType {}
 impl std::fmt::Debug for QueryFaultToleranceCompatibilityExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "QueryFaultToleranceCompatibilityExRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for QueryFaultToleranceCompatibilityExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryFaultToleranceCompatibilityExRequestType {
@@ -3423,12 +3459,16 @@ impl x::SchemaType for QueryFaultToleranceCompatibilityRequestType {
 impl x::Structure for QueryFaultToleranceCompatibilityRequestType {}
 impl std::fmt::Debug for QueryFaultToleranceCompatibilityRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "QueryFaultToleranceCompatibilityRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for QueryFaultToleranceCompatibilityRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryFaultToleranceCompatibilityRequestType {
@@ -3452,127 +3492,6 @@ impl x::Request for QueryFaultToleranceCompatibilityRequestType {
     const NAME: &'static str = "QueryFaultToleranceCompatibility";
     const IDEMPOTENT: bool = true;
     type Response = Vec<LocalizedMethodFault>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QueryFileLockInfoRequestType`.
-///
-/// Since vSphere API 8.0.2.0.
-#[derive(Clone, Default)]
-pub struct QueryFileLockInfoRequestType {
-    /// `_this`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub this: x::ManagedObjectReference,
-    /// `path`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub path: String,
-    /// `host`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub host: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for QueryFileLockInfoRequestType {
-    const TYPE_NAME: &'static str = "QueryFileLockInfoRequestType";
-}
-impl x::Structure for QueryFileLockInfoRequestType {}
-impl std::fmt::Debug for QueryFileLockInfoRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for QueryFileLockInfoRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for QueryFileLockInfoRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "path" => r.read(&mut self.path),
-            "host" => r.read_opt(&mut self.host),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0200, "operation QueryFileLockInfo", true);
-        w.write("_this", &self.this);
-        w.write("path", &self.path);
-        w.write_opt("host", &self.host);
-    }
-}
-impl x::Request for QueryFileLockInfoRequestType {
-    const NAME: &'static str = "QueryFileLockInfo";
-    const IDEMPOTENT: bool = true;
-    type Response = FileLockInfoResult;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `QueryFilterEntitiesRequestType`.
-#[derive(Clone, Default)]
-pub struct QueryFilterEntitiesRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `filterId`.
-    pub filter_id: String,
-}
-impl x::SchemaType for QueryFilterEntitiesRequestType {
-    const TYPE_NAME: &'static str = "QueryFilterEntitiesRequestType";
-}
-impl x::Structure for QueryFilterEntitiesRequestType {}
-impl std::fmt::Debug for QueryFilterEntitiesRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for QueryFilterEntitiesRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for QueryFilterEntitiesRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "filterId" => r.read(&mut self.filter_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("filterId", &self.filter_id);
-    }
-}
-impl x::Request for QueryFilterEntitiesRequestType {
-    const NAME: &'static str = "QueryFilterEntities";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<x::ManagedObjectReference>;
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }

@@ -5,6 +5,127 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `QueryFileLockInfoRequestType`.
+///
+/// Since vSphere API 8.0.2.0.
+#[derive(Clone, Default)]
+pub struct QueryFileLockInfoRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub this: x::ManagedObjectReference,
+    /// `path`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub path: String,
+    /// `host`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub host: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for QueryFileLockInfoRequestType {
+    const TYPE_NAME: &'static str = "QueryFileLockInfoRequestType";
+}
+impl x::Structure for QueryFileLockInfoRequestType {}
+impl std::fmt::Debug for QueryFileLockInfoRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryFileLockInfoRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryFileLockInfoRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for QueryFileLockInfoRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "path" => r.read(&mut self.path),
+            "host" => r.read_opt(&mut self.host),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0200, "operation QueryFileLockInfo", true);
+        w.write("_this", &self.this);
+        w.write("path", &self.path);
+        w.write_opt("host", &self.host);
+    }
+}
+impl x::Request for QueryFileLockInfoRequestType {
+    const NAME: &'static str = "QueryFileLockInfo";
+    const IDEMPOTENT: bool = true;
+    type Response = FileLockInfoResult;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `QueryFilterEntitiesRequestType`.
+#[derive(Clone, Default)]
+pub struct QueryFilterEntitiesRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `filterId`.
+    pub filter_id: String,
+}
+impl x::SchemaType for QueryFilterEntitiesRequestType {
+    const TYPE_NAME: &'static str = "QueryFilterEntitiesRequestType";
+}
+impl x::Structure for QueryFilterEntitiesRequestType {}
+impl std::fmt::Debug for QueryFilterEntitiesRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryFilterEntitiesRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryFilterEntitiesRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for QueryFilterEntitiesRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "filterId" => r.read(&mut self.filter_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("filterId", &self.filter_id);
+    }
+}
+impl x::Request for QueryFilterEntitiesRequestType {
+    const NAME: &'static str = "QueryFilterEntities";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<x::ManagedObjectReference>;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
 /// `QueryFilterInfoIdsRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryFilterInfoIdsRequestType {
@@ -19,12 +140,12 @@ impl x::SchemaType for QueryFilterInfoIdsRequestType {
 impl x::Structure for QueryFilterInfoIdsRequestType {}
 impl std::fmt::Debug for QueryFilterInfoIdsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryFilterInfoIdsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryFilterInfoIdsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryFilterInfoIdsRequestType {
@@ -73,12 +194,12 @@ impl x::SchemaType for QueryFilterListRequestType {
 impl x::Structure for QueryFilterListRequestType {}
 impl std::fmt::Debug for QueryFilterListRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryFilterListRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryFilterListRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryFilterListRequestType {
@@ -127,12 +248,12 @@ impl x::SchemaType for QueryFilterNameRequestType {
 impl x::Structure for QueryFilterNameRequestType {}
 impl std::fmt::Debug for QueryFilterNameRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryFilterNameRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryFilterNameRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryFilterNameRequestType {
@@ -179,12 +300,16 @@ impl x::SchemaType for QueryFirmwareConfigUploadURLRequestType {
 impl x::Structure for QueryFirmwareConfigUploadURLRequestType {}
 impl std::fmt::Debug for QueryFirmwareConfigUploadURLRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "QueryFirmwareConfigUploadURLRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for QueryFirmwareConfigUploadURLRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryFirmwareConfigUploadURLRequestType {
@@ -231,12 +356,12 @@ impl x::SchemaType for QueryHealthUpdateInfosRequestType {
 impl x::Structure for QueryHealthUpdateInfosRequestType {}
 impl std::fmt::Debug for QueryHealthUpdateInfosRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryHealthUpdateInfosRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryHealthUpdateInfosRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryHealthUpdateInfosRequestType {
@@ -285,12 +410,12 @@ impl x::SchemaType for QueryHealthUpdatesRequestType {
 impl x::Structure for QueryHealthUpdatesRequestType {}
 impl std::fmt::Debug for QueryHealthUpdatesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryHealthUpdatesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryHealthUpdatesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryHealthUpdatesRequestType {
@@ -337,12 +462,12 @@ impl x::SchemaType for QueryHostConnectionInfoRequestType {
 impl x::Structure for QueryHostConnectionInfoRequestType {}
 impl std::fmt::Debug for QueryHostConnectionInfoRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryHostConnectionInfoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryHostConnectionInfoRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryHostConnectionInfoRequestType {
@@ -389,12 +514,12 @@ impl x::SchemaType for QueryHostPatchRequestType {
 impl x::Structure for QueryHostPatchRequestType {}
 impl std::fmt::Debug for QueryHostPatchRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryHostPatchRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryHostPatchRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryHostPatchRequestType {
@@ -445,12 +570,12 @@ impl x::SchemaType for QueryHostProfileMetadataRequestType {
 impl x::Structure for QueryHostProfileMetadataRequestType {}
 impl std::fmt::Debug for QueryHostProfileMetadataRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryHostProfileMetadataRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryHostProfileMetadataRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryHostProfileMetadataRequestType {
@@ -508,12 +633,12 @@ impl x::SchemaType for QueryHostStatusRequestType {
 impl x::Structure for QueryHostStatusRequestType {}
 impl std::fmt::Debug for QueryHostStatusRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryHostStatusRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryHostStatusRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryHostStatusRequestType {
@@ -560,12 +685,12 @@ impl x::SchemaType for QueryHostsWithAttachedLunRequestType {
 impl x::Structure for QueryHostsWithAttachedLunRequestType {}
 impl std::fmt::Debug for QueryHostsWithAttachedLunRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryHostsWithAttachedLunRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryHostsWithAttachedLunRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryHostsWithAttachedLunRequestType {
@@ -614,12 +739,12 @@ impl x::SchemaType for QueryIORMConfigOptionRequestType {
 impl x::Structure for QueryIORMConfigOptionRequestType {}
 impl std::fmt::Debug for QueryIORMConfigOptionRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryIORMConfigOptionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryIORMConfigOptionRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryIORMConfigOptionRequestType {
@@ -672,12 +797,12 @@ impl x::SchemaType for QueryIPAllocationsRequestType {
 impl x::Structure for QueryIPAllocationsRequestType {}
 impl std::fmt::Debug for QueryIPAllocationsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryIPAllocationsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryIPAllocationsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryIPAllocationsRequestType {
@@ -730,12 +855,12 @@ impl x::SchemaType for QueryIoFilterInfoRequestType {
 impl x::Structure for QueryIoFilterInfoRequestType {}
 impl std::fmt::Debug for QueryIoFilterInfoRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryIoFilterInfoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryIoFilterInfoRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryIoFilterInfoRequestType {
@@ -786,12 +911,12 @@ impl x::SchemaType for QueryIoFilterIssuesRequestType {
 impl x::Structure for QueryIoFilterIssuesRequestType {}
 impl std::fmt::Debug for QueryIoFilterIssuesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryIoFilterIssuesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryIoFilterIssuesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryIoFilterIssuesRequestType {
@@ -842,12 +967,12 @@ impl x::SchemaType for QueryIpPoolsRequestType {
 impl x::Structure for QueryIpPoolsRequestType {}
 impl std::fmt::Debug for QueryIpPoolsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryIpPoolsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryIpPoolsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryIpPoolsRequestType {
@@ -896,12 +1021,16 @@ impl x::SchemaType for QueryLicenseSourceAvailabilityRequestType {
 impl x::Structure for QueryLicenseSourceAvailabilityRequestType {}
 impl std::fmt::Debug for QueryLicenseSourceAvailabilityRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "QueryLicenseSourceAvailabilityRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for QueryLicenseSourceAvailabilityRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryLicenseSourceAvailabilityRequestType {
@@ -950,12 +1079,12 @@ impl x::SchemaType for QueryLicenseUsageRequestType {
 impl x::Structure for QueryLicenseUsageRequestType {}
 impl std::fmt::Debug for QueryLicenseUsageRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryLicenseUsageRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryLicenseUsageRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryLicenseUsageRequestType {
@@ -1002,12 +1131,12 @@ impl x::SchemaType for QueryLockdownExceptionsRequestType {
 impl x::Structure for QueryLockdownExceptionsRequestType {}
 impl std::fmt::Debug for QueryLockdownExceptionsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryLockdownExceptionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryLockdownExceptionsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryLockdownExceptionsRequestType {
@@ -1054,12 +1183,12 @@ impl x::SchemaType for QueryManagedByRequestType {
 impl x::Structure for QueryManagedByRequestType {}
 impl std::fmt::Debug for QueryManagedByRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryManagedByRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryManagedByRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryManagedByRequestType {
@@ -1114,12 +1243,12 @@ impl x::SchemaType for QueryMaxQueueDepthRequestType {
 impl x::Structure for QueryMaxQueueDepthRequestType {}
 impl std::fmt::Debug for QueryMaxQueueDepthRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryMaxQueueDepthRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryMaxQueueDepthRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryMaxQueueDepthRequestType {
@@ -1169,12 +1298,12 @@ impl x::SchemaType for QueryMemoryOverheadExRequestType {
 impl x::Structure for QueryMemoryOverheadExRequestType {}
 impl std::fmt::Debug for QueryMemoryOverheadExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryMemoryOverheadExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryMemoryOverheadExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryMemoryOverheadExRequestType {
@@ -1227,12 +1356,12 @@ impl x::SchemaType for QueryMemoryOverheadRequestType {
 impl x::Structure for QueryMemoryOverheadRequestType {}
 impl std::fmt::Debug for QueryMemoryOverheadRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryMemoryOverheadRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryMemoryOverheadRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryMemoryOverheadRequestType {
@@ -1285,12 +1414,12 @@ impl x::SchemaType for QueryMigrationDependenciesRequestType {
 impl x::Structure for QueryMigrationDependenciesRequestType {}
 impl std::fmt::Debug for QueryMigrationDependenciesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryMigrationDependenciesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryMigrationDependenciesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryMigrationDependenciesRequestType {
@@ -1345,12 +1474,12 @@ impl x::SchemaType for QueryModulesRequestType {
 impl x::Structure for QueryModulesRequestType {}
 impl std::fmt::Debug for QueryModulesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryModulesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryModulesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryModulesRequestType {
@@ -1397,12 +1526,12 @@ impl x::SchemaType for QueryMonitoredEntitiesRequestType {
 impl x::Structure for QueryMonitoredEntitiesRequestType {}
 impl std::fmt::Debug for QueryMonitoredEntitiesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryMonitoredEntitiesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryMonitoredEntitiesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryMonitoredEntitiesRequestType {
@@ -1449,12 +1578,12 @@ impl x::SchemaType for QueryNFSUserRequestType {
 impl x::Structure for QueryNFSUserRequestType {}
 impl std::fmt::Debug for QueryNFSUserRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryNFSUserRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryNFSUserRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryNFSUserRequestType {
@@ -1501,12 +1630,12 @@ impl x::SchemaType for QueryNetConfigRequestType {
 impl x::Structure for QueryNetConfigRequestType {}
 impl std::fmt::Debug for QueryNetConfigRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryNetConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryNetConfigRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryNetConfigRequestType {
@@ -1555,12 +1684,12 @@ impl x::SchemaType for QueryNetworkHintRequestType {
 impl x::Structure for QueryNetworkHintRequestType {}
 impl std::fmt::Debug for QueryNetworkHintRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryNetworkHintRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryNetworkHintRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryNetworkHintRequestType {
@@ -1623,12 +1752,12 @@ impl x::SchemaType for QueryNextRequestType {
 impl x::Structure for QueryNextRequestType {}
 impl std::fmt::Debug for QueryNextRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryNextRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryNextRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryNextRequestType {
@@ -1678,12 +1807,16 @@ impl x::SchemaType for QueryObjectsOnPhysicalVsanDiskRequestType {
 impl x::Structure for QueryObjectsOnPhysicalVsanDiskRequestType {}
 impl std::fmt::Debug for QueryObjectsOnPhysicalVsanDiskRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "QueryObjectsOnPhysicalVsanDiskRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for QueryObjectsOnPhysicalVsanDiskRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryObjectsOnPhysicalVsanDiskRequestType {
@@ -1740,12 +1873,12 @@ impl x::SchemaType for QueryOptionsRequestType {
 impl x::Structure for QueryOptionsRequestType {}
 impl std::fmt::Debug for QueryOptionsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryOptionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryOptionsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryOptionsRequestType {
@@ -1796,12 +1929,12 @@ impl x::SchemaType for QueryPartitionCreateDescRequestType {
 impl x::Structure for QueryPartitionCreateDescRequestType {}
 impl std::fmt::Debug for QueryPartitionCreateDescRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryPartitionCreateDescRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryPartitionCreateDescRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryPartitionCreateDescRequestType {
@@ -1854,12 +1987,12 @@ impl x::SchemaType for QueryPartitionCreateOptionsRequestType {
 impl x::Structure for QueryPartitionCreateOptionsRequestType {}
 impl std::fmt::Debug for QueryPartitionCreateOptionsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryPartitionCreateOptionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryPartitionCreateOptionsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryPartitionCreateOptionsRequestType {
@@ -1908,12 +2041,16 @@ impl x::SchemaType for QueryPathSelectionPolicyOptionsRequestType {
 impl x::Structure for QueryPathSelectionPolicyOptionsRequestType {}
 impl std::fmt::Debug for QueryPathSelectionPolicyOptionsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "QueryPathSelectionPolicyOptionsRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for QueryPathSelectionPolicyOptionsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryPathSelectionPolicyOptionsRequestType {
@@ -1960,12 +2097,12 @@ impl x::SchemaType for QueryPerfCompositeRequestType {
 impl x::Structure for QueryPerfCompositeRequestType {}
 impl std::fmt::Debug for QueryPerfCompositeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryPerfCompositeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryPerfCompositeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryPerfCompositeRequestType {
@@ -2014,12 +2151,12 @@ impl x::SchemaType for QueryPerfCounterByLevelRequestType {
 impl x::Structure for QueryPerfCounterByLevelRequestType {}
 impl std::fmt::Debug for QueryPerfCounterByLevelRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryPerfCounterByLevelRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryPerfCounterByLevelRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryPerfCounterByLevelRequestType {
@@ -2068,12 +2205,12 @@ impl x::SchemaType for QueryPerfCounterRequestType {
 impl x::Structure for QueryPerfCounterRequestType {}
 impl std::fmt::Debug for QueryPerfCounterRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryPerfCounterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryPerfCounterRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryPerfCounterRequestType {
@@ -2130,12 +2267,12 @@ impl x::SchemaType for QueryPerfProviderSummaryRequestType {
 impl x::Structure for QueryPerfProviderSummaryRequestType {}
 impl std::fmt::Debug for QueryPerfProviderSummaryRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryPerfProviderSummaryRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryPerfProviderSummaryRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryPerfProviderSummaryRequestType {
@@ -2184,12 +2321,12 @@ impl x::SchemaType for QueryPerfRequestType {
 impl x::Structure for QueryPerfRequestType {}
 impl std::fmt::Debug for QueryPerfRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryPerfRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryPerfRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryPerfRequestType {
@@ -2246,12 +2383,12 @@ impl x::SchemaType for QueryPhysicalVsanDisksRequestType {
 impl x::Structure for QueryPhysicalVsanDisksRequestType {}
 impl std::fmt::Debug for QueryPhysicalVsanDisksRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryPhysicalVsanDisksRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryPhysicalVsanDisksRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryPhysicalVsanDisksRequestType {
@@ -2308,12 +2445,12 @@ impl x::SchemaType for QueryPnicStatusRequestType {
 impl x::Structure for QueryPnicStatusRequestType {}
 impl std::fmt::Debug for QueryPnicStatusRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryPnicStatusRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryPnicStatusRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryPnicStatusRequestType {
@@ -2364,12 +2501,12 @@ impl x::SchemaType for QueryPolicyMetadataRequestType {
 impl x::Structure for QueryPolicyMetadataRequestType {}
 impl std::fmt::Debug for QueryPolicyMetadataRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryPolicyMetadataRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryPolicyMetadataRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryPolicyMetadataRequestType {
@@ -2427,12 +2564,12 @@ impl x::SchemaType for QueryProductLockerLocationRequestType {
 impl x::Structure for QueryProductLockerLocationRequestType {}
 impl std::fmt::Debug for QueryProductLockerLocationRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryProductLockerLocationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryProductLockerLocationRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryProductLockerLocationRequestType {
@@ -2479,12 +2616,12 @@ impl x::SchemaType for QueryProfileStructureRequestType {
 impl x::Structure for QueryProfileStructureRequestType {}
 impl std::fmt::Debug for QueryProfileStructureRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryProfileStructureRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryProfileStructureRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryProfileStructureRequestType {
@@ -2531,12 +2668,12 @@ impl x::SchemaType for QueryProviderListRequestType {
 impl x::Structure for QueryProviderListRequestType {}
 impl std::fmt::Debug for QueryProviderListRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryProviderListRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryProviderListRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryProviderListRequestType {
@@ -2583,12 +2720,12 @@ impl x::SchemaType for QueryProviderNameRequestType {
 impl x::Structure for QueryProviderNameRequestType {}
 impl std::fmt::Debug for QueryProviderNameRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryProviderNameRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryProviderNameRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryProviderNameRequestType {
@@ -2643,12 +2780,12 @@ impl x::SchemaType for QueryRequestType {
 impl x::Structure for QueryRequestType {}
 impl std::fmt::Debug for QueryRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryRequestType {
@@ -2696,12 +2833,12 @@ impl x::SchemaType for QueryResourceConfigOptionRequestType {
 impl x::Structure for QueryResourceConfigOptionRequestType {}
 impl std::fmt::Debug for QueryResourceConfigOptionRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryResourceConfigOptionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryResourceConfigOptionRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryResourceConfigOptionRequestType {
@@ -2750,12 +2887,12 @@ impl x::SchemaType for QueryServiceListRequestType {
 impl x::Structure for QueryServiceListRequestType {}
 impl std::fmt::Debug for QueryServiceListRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryServiceListRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryServiceListRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryServiceListRequestType {
@@ -2813,12 +2950,16 @@ impl x::SchemaType for QueryStorageArrayTypePolicyOptionsRequestType {
 impl x::Structure for QueryStorageArrayTypePolicyOptionsRequestType {}
 impl std::fmt::Debug for QueryStorageArrayTypePolicyOptionsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "QueryStorageArrayTypePolicyOptionsRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for QueryStorageArrayTypePolicyOptionsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryStorageArrayTypePolicyOptionsRequestType {
@@ -2865,12 +3006,12 @@ impl x::SchemaType for QuerySupportedFeaturesRequestType {
 impl x::Structure for QuerySupportedFeaturesRequestType {}
 impl std::fmt::Debug for QuerySupportedFeaturesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QuerySupportedFeaturesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QuerySupportedFeaturesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QuerySupportedFeaturesRequestType {
@@ -2925,12 +3066,16 @@ impl x::SchemaType for QuerySupportedNetworkOffloadSpecRequestType {
 impl x::Structure for QuerySupportedNetworkOffloadSpecRequestType {}
 impl std::fmt::Debug for QuerySupportedNetworkOffloadSpecRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "QuerySupportedNetworkOffloadSpecRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for QuerySupportedNetworkOffloadSpecRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QuerySupportedNetworkOffloadSpecRequestType {
@@ -2980,12 +3125,12 @@ impl x::SchemaType for QuerySyncingVsanObjectsRequestType {
 impl x::Structure for QuerySyncingVsanObjectsRequestType {}
 impl std::fmt::Debug for QuerySyncingVsanObjectsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QuerySyncingVsanObjectsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QuerySyncingVsanObjectsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QuerySyncingVsanObjectsRequestType {
@@ -3040,12 +3185,12 @@ impl x::SchemaType for QuerySystemUsersRequestType {
 impl x::Structure for QuerySystemUsersRequestType {}
 impl std::fmt::Debug for QuerySystemUsersRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QuerySystemUsersRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QuerySystemUsersRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QuerySystemUsersRequestType {
@@ -3092,12 +3237,12 @@ impl x::SchemaType for QueryTargetCapabilitiesRequestType {
 impl x::Structure for QueryTargetCapabilitiesRequestType {}
 impl std::fmt::Debug for QueryTargetCapabilitiesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryTargetCapabilitiesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryTargetCapabilitiesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryTargetCapabilitiesRequestType {
@@ -3144,12 +3289,12 @@ impl x::SchemaType for QueryTpmAttestationReportRequestType {
 impl x::Structure for QueryTpmAttestationReportRequestType {}
 impl std::fmt::Debug for QueryTpmAttestationReportRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryTpmAttestationReportRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryTpmAttestationReportRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryTpmAttestationReportRequestType {
@@ -3198,12 +3343,12 @@ impl x::SchemaType for QueryUnmonitoredHostsRequestType {
 impl x::Structure for QueryUnmonitoredHostsRequestType {}
 impl std::fmt::Debug for QueryUnmonitoredHostsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryUnmonitoredHostsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryUnmonitoredHostsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryUnmonitoredHostsRequestType {
@@ -3252,12 +3397,12 @@ impl x::SchemaType for QueryUnownedFilesRequestType {
 impl x::Structure for QueryUnownedFilesRequestType {}
 impl std::fmt::Debug for QueryUnownedFilesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryUnownedFilesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryUnownedFilesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryUnownedFilesRequestType {
@@ -3302,12 +3447,12 @@ impl x::SchemaType for QueryUnresolvedVmfsVolumeRequestType {
 impl x::Structure for QueryUnresolvedVmfsVolumeRequestType {}
 impl std::fmt::Debug for QueryUnresolvedVmfsVolumeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryUnresolvedVmfsVolumeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryUnresolvedVmfsVolumeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryUnresolvedVmfsVolumeRequestType {
@@ -3352,12 +3497,12 @@ impl x::SchemaType for QueryUnresolvedVmfsVolumesRequestType {
 impl x::Structure for QueryUnresolvedVmfsVolumesRequestType {}
 impl std::fmt::Debug for QueryUnresolvedVmfsVolumesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryUnresolvedVmfsVolumesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryUnresolvedVmfsVolumesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryUnresolvedVmfsVolumesRequestType {
@@ -3388,252 +3533,5 @@ impl x::Request for QueryUnresolvedVmfsVolumesRequestType {
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
-    }
-}
-/// `QueryUsedVlanIdInDvsRequestType`.
-#[derive(Clone, Default)]
-pub struct QueryUsedVlanIdInDvsRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for QueryUsedVlanIdInDvsRequestType {
-    const TYPE_NAME: &'static str = "QueryUsedVlanIdInDvsRequestType";
-}
-impl x::Structure for QueryUsedVlanIdInDvsRequestType {}
-impl std::fmt::Debug for QueryUsedVlanIdInDvsRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for QueryUsedVlanIdInDvsRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for QueryUsedVlanIdInDvsRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for QueryUsedVlanIdInDvsRequestType {
-    const NAME: &'static str = "QueryUsedVlanIdInDvs";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<i32>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QueryVMotionCompatibilityExRequestType`.
-#[derive(Default)]
-pub struct QueryVMotionCompatibilityExRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `vm`.
-    pub vm: Vec<x::ManagedObjectReference>,
-    /// `host`.
-    pub host: Vec<x::ManagedObjectReference>,
-}
-impl x::SchemaType for QueryVMotionCompatibilityExRequestType {
-    const TYPE_NAME: &'static str = "QueryVMotionCompatibilityExRequestType";
-}
-impl x::Structure for QueryVMotionCompatibilityExRequestType {}
-impl std::fmt::Debug for QueryVMotionCompatibilityExRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for QueryVMotionCompatibilityExRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for QueryVMotionCompatibilityExRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            vm: x::clone_vec(&self.vm),
-            host: x::clone_vec(&self.host),
-        }
-    }
-}
-impl x::Fields for QueryVMotionCompatibilityExRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "vm" => r.read_push(&mut self.vm),
-            "host" => r.read_push(&mut self.host),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("vm", &self.vm);
-        w.write_vec("host", &self.host);
-    }
-}
-impl x::Request for QueryVMotionCompatibilityExRequestType {
-    const NAME: &'static str = "QueryVMotionCompatibilityEx_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `QueryVMotionCompatibilityRequestType`.
-#[derive(Default)]
-pub struct QueryVMotionCompatibilityRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `vm`.
-    pub vm: x::ManagedObjectReference,
-    /// `host`.
-    pub host: Vec<x::ManagedObjectReference>,
-    /// `compatibility`.
-    pub compatibility: Vec<String>,
-}
-impl x::SchemaType for QueryVMotionCompatibilityRequestType {
-    const TYPE_NAME: &'static str = "QueryVMotionCompatibilityRequestType";
-}
-impl x::Structure for QueryVMotionCompatibilityRequestType {}
-impl std::fmt::Debug for QueryVMotionCompatibilityRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for QueryVMotionCompatibilityRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for QueryVMotionCompatibilityRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            vm: self.vm.clone(),
-            host: x::clone_vec(&self.host),
-            compatibility: x::clone_vec(&self.compatibility),
-        }
-    }
-}
-impl x::Fields for QueryVMotionCompatibilityRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "vm" => r.read(&mut self.vm),
-            "host" => r.read_push(&mut self.host),
-            "compatibility" => r.read_push(&mut self.compatibility),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("vm", &self.vm);
-        w.write_vec("host", &self.host);
-        w.write_vec("compatibility", &self.compatibility);
-    }
-}
-impl x::Request for QueryVMotionCompatibilityRequestType {
-    const NAME: &'static str = "QueryVMotionCompatibility";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<HostVMotionCompatibility>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QueryVirtualDiskFragmentationRequestType`.
-#[derive(Clone, Default)]
-pub struct QueryVirtualDiskFragmentationRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `name`.
-    pub name: String,
-    /// `datacenter`.
-    pub datacenter: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for QueryVirtualDiskFragmentationRequestType {
-    const TYPE_NAME: &'static str = "QueryVirtualDiskFragmentationRequestType";
-}
-impl x::Structure for QueryVirtualDiskFragmentationRequestType {}
-impl std::fmt::Debug for QueryVirtualDiskFragmentationRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for QueryVirtualDiskFragmentationRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for QueryVirtualDiskFragmentationRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "name" => r.read(&mut self.name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("name", &self.name);
-        w.write_opt("datacenter", &self.datacenter);
-    }
-}
-impl x::Request for QueryVirtualDiskFragmentationRequestType {
-    const NAME: &'static str = "QueryVirtualDiskFragmentation";
-    const IDEMPOTENT: bool = true;
-    type Response = i32;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
     }
 }

@@ -21,12 +21,12 @@ impl x::SchemaType for ReleaseCredentialsInGuestRequestType {
 impl x::Structure for ReleaseCredentialsInGuestRequestType {}
 impl std::fmt::Debug for ReleaseCredentialsInGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ReleaseCredentialsInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReleaseCredentialsInGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReleaseCredentialsInGuestRequestType {
@@ -81,12 +81,12 @@ impl x::SchemaType for ReleaseIpAllocationRequestType {
 impl x::Structure for ReleaseIpAllocationRequestType {}
 impl std::fmt::Debug for ReleaseIpAllocationRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ReleaseIpAllocationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReleaseIpAllocationRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReleaseIpAllocationRequestType {
@@ -141,12 +141,12 @@ impl x::SchemaType for ReleaseManagedSnapshotRequestType {
 impl x::Structure for ReleaseManagedSnapshotRequestType {}
 impl std::fmt::Debug for ReleaseManagedSnapshotRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ReleaseManagedSnapshotRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReleaseManagedSnapshotRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReleaseManagedSnapshotRequestType {
@@ -195,12 +195,12 @@ impl x::SchemaType for ReloadRequestType {
 impl x::Structure for ReloadRequestType {}
 impl std::fmt::Debug for ReloadRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ReloadRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReloadRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReloadRequestType {
@@ -249,12 +249,12 @@ impl x::SchemaType for RelocateVMRequestType {
 impl x::Structure for RelocateVMRequestType {}
 impl std::fmt::Debug for RelocateVMRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RelocateVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RelocateVMRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RelocateVMRequestType {
@@ -309,12 +309,12 @@ impl x::SchemaType for RelocateVStorageObjectRequestType {
 impl x::Structure for RelocateVStorageObjectRequestType {}
 impl std::fmt::Debug for RelocateVStorageObjectRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RelocateVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RelocateVStorageObjectRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RelocateVStorageObjectRequestType {
@@ -365,12 +365,12 @@ impl x::SchemaType for RemoveAlarmRequestType {
 impl x::Structure for RemoveAlarmRequestType {}
 impl std::fmt::Debug for RemoveAlarmRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveAlarmRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveAlarmRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveAlarmRequestType {
@@ -421,12 +421,12 @@ impl x::SchemaType for RemoveAllSnapshotsRequestType {
 impl x::Structure for RemoveAllSnapshotsRequestType {}
 impl std::fmt::Debug for RemoveAllSnapshotsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveAllSnapshotsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveAllSnapshotsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveAllSnapshotsRequestType {
@@ -479,12 +479,12 @@ impl x::SchemaType for RemoveAssignedLicenseRequestType {
 impl x::Structure for RemoveAssignedLicenseRequestType {}
 impl std::fmt::Debug for RemoveAssignedLicenseRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveAssignedLicenseRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveAssignedLicenseRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveAssignedLicenseRequestType {
@@ -535,12 +535,12 @@ impl x::SchemaType for RemoveAuthorizationRoleRequestType {
 impl x::Structure for RemoveAuthorizationRoleRequestType {}
 impl std::fmt::Debug for RemoveAuthorizationRoleRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveAuthorizationRoleRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveAuthorizationRoleRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveAuthorizationRoleRequestType {
@@ -591,12 +591,12 @@ impl x::SchemaType for RemoveCustomFieldDefRequestType {
 impl x::Structure for RemoveCustomFieldDefRequestType {}
 impl std::fmt::Debug for RemoveCustomFieldDefRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveCustomFieldDefRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveCustomFieldDefRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveCustomFieldDefRequestType {
@@ -645,12 +645,12 @@ impl x::SchemaType for RemoveDatastoreExRequestType {
 impl x::Structure for RemoveDatastoreExRequestType {}
 impl std::fmt::Debug for RemoveDatastoreExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveDatastoreExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveDatastoreExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RemoveDatastoreExRequestType {
@@ -707,12 +707,12 @@ impl x::SchemaType for RemoveDatastoreRequestType {
 impl x::Structure for RemoveDatastoreRequestType {}
 impl std::fmt::Debug for RemoveDatastoreRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveDatastoreRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveDatastoreRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveDatastoreRequestType {
@@ -765,12 +765,12 @@ impl x::SchemaType for RemoveDiskMappingRequestType {
 impl x::Structure for RemoveDiskMappingRequestType {}
 impl std::fmt::Debug for RemoveDiskMappingRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveDiskMappingRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveDiskMappingRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RemoveDiskMappingRequestType {
@@ -837,12 +837,12 @@ impl x::SchemaType for RemoveDiskRequestType {
 impl x::Structure for RemoveDiskRequestType {}
 impl std::fmt::Debug for RemoveDiskRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveDiskRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RemoveDiskRequestType {
@@ -909,12 +909,12 @@ impl x::SchemaType for RemoveEntityPermissionRequestType {
 impl x::Structure for RemoveEntityPermissionRequestType {}
 impl std::fmt::Debug for RemoveEntityPermissionRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveEntityPermissionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveEntityPermissionRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveEntityPermissionRequestType {
@@ -969,12 +969,12 @@ impl x::SchemaType for RemoveFilterEntitiesRequestType {
 impl x::Structure for RemoveFilterEntitiesRequestType {}
 impl std::fmt::Debug for RemoveFilterEntitiesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveFilterEntitiesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveFilterEntitiesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RemoveFilterEntitiesRequestType {
@@ -1034,12 +1034,12 @@ impl x::SchemaType for RemoveFilterRequestType {
 impl x::Structure for RemoveFilterRequestType {}
 impl std::fmt::Debug for RemoveFilterRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveFilterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveFilterRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveFilterRequestType {
@@ -1088,12 +1088,12 @@ impl x::SchemaType for RemoveGroupRequestType {
 impl x::Structure for RemoveGroupRequestType {}
 impl std::fmt::Debug for RemoveGroupRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveGroupRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveGroupRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveGroupRequestType {
@@ -1148,12 +1148,12 @@ impl x::SchemaType for RemoveGuestAliasByCertRequestType {
 impl x::Structure for RemoveGuestAliasByCertRequestType {}
 impl std::fmt::Debug for RemoveGuestAliasByCertRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveGuestAliasByCertRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveGuestAliasByCertRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveGuestAliasByCertRequestType {
@@ -1216,12 +1216,12 @@ impl x::SchemaType for RemoveGuestAliasRequestType {
 impl x::Structure for RemoveGuestAliasRequestType {}
 impl std::fmt::Debug for RemoveGuestAliasRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveGuestAliasRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveGuestAliasRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveGuestAliasRequestType {
@@ -1282,12 +1282,16 @@ impl x::SchemaType for RemoveInternetScsiSendTargetsRequestType {
 impl x::Structure for RemoveInternetScsiSendTargetsRequestType {}
 impl std::fmt::Debug for RemoveInternetScsiSendTargetsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "RemoveInternetScsiSendTargetsRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for RemoveInternetScsiSendTargetsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RemoveInternetScsiSendTargetsRequestType {
@@ -1352,12 +1356,16 @@ impl x::SchemaType for RemoveInternetScsiStaticTargetsRequestType {
 impl x::Structure for RemoveInternetScsiStaticTargetsRequestType {}
 impl std::fmt::Debug for RemoveInternetScsiStaticTargetsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "RemoveInternetScsiStaticTargetsRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for RemoveInternetScsiStaticTargetsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RemoveInternetScsiStaticTargetsRequestType {
@@ -1419,12 +1427,12 @@ impl x::SchemaType for RemoveKeyRequestType {
 impl x::Structure for RemoveKeyRequestType {}
 impl std::fmt::Debug for RemoveKeyRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveKeyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveKeyRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveKeyRequestType {
@@ -1477,12 +1485,12 @@ impl x::SchemaType for RemoveKeysRequestType {
 impl x::Structure for RemoveKeysRequestType {}
 impl std::fmt::Debug for RemoveKeysRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveKeysRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveKeysRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RemoveKeysRequestType {
@@ -1544,12 +1552,12 @@ impl x::SchemaType for RemoveKmipServerRequestType {
 impl x::Structure for RemoveKmipServerRequestType {}
 impl std::fmt::Debug for RemoveKmipServerRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveKmipServerRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveKmipServerRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveKmipServerRequestType {
@@ -1602,12 +1610,12 @@ impl x::SchemaType for RemoveLicenseLabelRequestType {
 impl x::Structure for RemoveLicenseLabelRequestType {}
 impl std::fmt::Debug for RemoveLicenseLabelRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveLicenseLabelRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveLicenseLabelRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveLicenseLabelRequestType {
@@ -1658,12 +1666,12 @@ impl x::SchemaType for RemoveLicenseRequestType {
 impl x::Structure for RemoveLicenseRequestType {}
 impl std::fmt::Debug for RemoveLicenseRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveLicenseRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveLicenseRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveLicenseRequestType {
@@ -1714,12 +1722,12 @@ impl x::SchemaType for RemoveMonitoredEntitiesRequestType {
 impl x::Structure for RemoveMonitoredEntitiesRequestType {}
 impl std::fmt::Debug for RemoveMonitoredEntitiesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveMonitoredEntitiesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveMonitoredEntitiesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RemoveMonitoredEntitiesRequestType {
@@ -1779,12 +1787,12 @@ impl x::SchemaType for RemoveNetworkResourcePoolRequestType {
 impl x::Structure for RemoveNetworkResourcePoolRequestType {}
 impl std::fmt::Debug for RemoveNetworkResourcePoolRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveNetworkResourcePoolRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveNetworkResourcePoolRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RemoveNetworkResourcePoolRequestType {
@@ -1841,12 +1849,12 @@ impl x::SchemaType for RemoveNvmeOverRdmaAdapterRequestType {
 impl x::Structure for RemoveNvmeOverRdmaAdapterRequestType {}
 impl std::fmt::Debug for RemoveNvmeOverRdmaAdapterRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveNvmeOverRdmaAdapterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveNvmeOverRdmaAdapterRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveNvmeOverRdmaAdapterRequestType {
@@ -1895,12 +1903,12 @@ impl x::SchemaType for RemovePerfIntervalRequestType {
 impl x::Structure for RemovePerfIntervalRequestType {}
 impl std::fmt::Debug for RemovePerfIntervalRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemovePerfIntervalRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemovePerfIntervalRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemovePerfIntervalRequestType {
@@ -1949,12 +1957,12 @@ impl x::SchemaType for RemovePortGroupRequestType {
 impl x::Structure for RemovePortGroupRequestType {}
 impl std::fmt::Debug for RemovePortGroupRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemovePortGroupRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemovePortGroupRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemovePortGroupRequestType {
@@ -2001,12 +2009,12 @@ impl x::SchemaType for RemoveScheduledTaskRequestType {
 impl x::Structure for RemoveScheduledTaskRequestType {}
 impl std::fmt::Debug for RemoveScheduledTaskRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveScheduledTaskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveScheduledTaskRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveScheduledTaskRequestType {
@@ -2053,12 +2061,16 @@ impl x::SchemaType for RemoveServiceConsoleVirtualNicRequestType {
 impl x::Structure for RemoveServiceConsoleVirtualNicRequestType {}
 impl std::fmt::Debug for RemoveServiceConsoleVirtualNicRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "RemoveServiceConsoleVirtualNicRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for RemoveServiceConsoleVirtualNicRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveServiceConsoleVirtualNicRequestType {
@@ -2109,12 +2121,16 @@ impl x::SchemaType for RemoveSmartCardTrustAnchorByFingerprintRequestType {
 impl x::Structure for RemoveSmartCardTrustAnchorByFingerprintRequestType {}
 impl std::fmt::Debug for RemoveSmartCardTrustAnchorByFingerprintRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "RemoveSmartCardTrustAnchorByFingerprintRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for RemoveSmartCardTrustAnchorByFingerprintRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveSmartCardTrustAnchorByFingerprintRequestType {
@@ -2171,12 +2187,16 @@ impl x::SchemaType for RemoveSmartCardTrustAnchorCertificateRequestType {
 impl x::Structure for RemoveSmartCardTrustAnchorCertificateRequestType {}
 impl std::fmt::Debug for RemoveSmartCardTrustAnchorCertificateRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "RemoveSmartCardTrustAnchorCertificateRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for RemoveSmartCardTrustAnchorCertificateRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveSmartCardTrustAnchorCertificateRequestType {
@@ -2228,12 +2248,12 @@ impl x::SchemaType for RemoveSmartCardTrustAnchorRequestType {
 impl x::Structure for RemoveSmartCardTrustAnchorRequestType {}
 impl std::fmt::Debug for RemoveSmartCardTrustAnchorRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveSmartCardTrustAnchorRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveSmartCardTrustAnchorRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveSmartCardTrustAnchorRequestType {
@@ -2286,12 +2306,12 @@ impl x::SchemaType for RemoveSnapshotRequestType {
 impl x::Structure for RemoveSnapshotRequestType {}
 impl std::fmt::Debug for RemoveSnapshotRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveSnapshotRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveSnapshotRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveSnapshotRequestType {
@@ -2342,12 +2362,12 @@ impl x::SchemaType for RemoveSoftwareAdapterRequestType {
 impl x::Structure for RemoveSoftwareAdapterRequestType {}
 impl std::fmt::Debug for RemoveSoftwareAdapterRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveSoftwareAdapterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveSoftwareAdapterRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveSoftwareAdapterRequestType {
@@ -2396,12 +2416,12 @@ impl x::SchemaType for RemoveUserRequestType {
 impl x::Structure for RemoveUserRequestType {}
 impl std::fmt::Debug for RemoveUserRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveUserRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveUserRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveUserRequestType {
@@ -2450,12 +2470,12 @@ impl x::SchemaType for RemoveVirtualNicRequestType {
 impl x::Structure for RemoveVirtualNicRequestType {}
 impl std::fmt::Debug for RemoveVirtualNicRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveVirtualNicRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveVirtualNicRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveVirtualNicRequestType {
@@ -2504,12 +2524,12 @@ impl x::SchemaType for RemoveVirtualSwitchRequestType {
 impl x::Structure for RemoveVirtualSwitchRequestType {}
 impl std::fmt::Debug for RemoveVirtualSwitchRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RemoveVirtualSwitchRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RemoveVirtualSwitchRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RemoveVirtualSwitchRequestType {

@@ -21,12 +21,12 @@ impl x::SchemaType for RenameCustomFieldDefRequestType {
 impl x::Structure for RenameCustomFieldDefRequestType {}
 impl std::fmt::Debug for RenameCustomFieldDefRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RenameCustomFieldDefRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RenameCustomFieldDefRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RenameCustomFieldDefRequestType {
@@ -79,12 +79,12 @@ impl x::SchemaType for RenameCustomizationSpecRequestType {
 impl x::Structure for RenameCustomizationSpecRequestType {}
 impl std::fmt::Debug for RenameCustomizationSpecRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RenameCustomizationSpecRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RenameCustomizationSpecRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RenameCustomizationSpecRequestType {
@@ -135,12 +135,12 @@ impl x::SchemaType for RenameDatastoreRequestType {
 impl x::Structure for RenameDatastoreRequestType {}
 impl std::fmt::Debug for RenameDatastoreRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RenameDatastoreRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RenameDatastoreRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RenameDatastoreRequestType {
@@ -189,12 +189,12 @@ impl x::SchemaType for RenameRequestType {
 impl x::Structure for RenameRequestType {}
 impl std::fmt::Debug for RenameRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RenameRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RenameRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RenameRequestType {
@@ -245,12 +245,12 @@ impl x::SchemaType for RenameSnapshotRequestType {
 impl x::Structure for RenameSnapshotRequestType {}
 impl std::fmt::Debug for RenameSnapshotRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RenameSnapshotRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RenameSnapshotRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RenameSnapshotRequestType {
@@ -315,12 +315,12 @@ impl x::SchemaType for RenameVStorageObjectExRequestType {
 impl x::Structure for RenameVStorageObjectExRequestType {}
 impl std::fmt::Debug for RenameVStorageObjectExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RenameVStorageObjectExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RenameVStorageObjectExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RenameVStorageObjectExRequestType {
@@ -378,12 +378,12 @@ impl x::SchemaType for RenameVStorageObjectRequestType {
 impl x::Structure for RenameVStorageObjectRequestType {}
 impl std::fmt::Debug for RenameVStorageObjectRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RenameVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RenameVStorageObjectRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RenameVStorageObjectRequestType {
@@ -446,12 +446,12 @@ impl x::SchemaType for RepairVStorageObjectChainRequestType {
 impl x::Structure for RepairVStorageObjectChainRequestType {}
 impl std::fmt::Debug for RepairVStorageObjectChainRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RepairVStorageObjectChainRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RepairVStorageObjectChainRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RepairVStorageObjectChainRequestType {
@@ -505,12 +505,12 @@ impl x::SchemaType for RepairVmDiskChainsRequestType {
 impl x::Structure for RepairVmDiskChainsRequestType {}
 impl std::fmt::Debug for RepairVmDiskChainsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RepairVmDiskChainsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RepairVmDiskChainsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RepairVmDiskChainsRequestType {
@@ -560,12 +560,16 @@ impl x::SchemaType for ReplaceCACertificatesAndCRLsRequestType {
 impl x::Structure for ReplaceCACertificatesAndCRLsRequestType {}
 impl std::fmt::Debug for ReplaceCACertificatesAndCRLsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ReplaceCACertificatesAndCRLsRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ReplaceCACertificatesAndCRLsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ReplaceCACertificatesAndCRLsRequestType {
@@ -625,12 +629,16 @@ impl x::SchemaType for ReplaceSmartCardTrustAnchorsRequestType {
 impl x::Structure for ReplaceSmartCardTrustAnchorsRequestType {}
 impl std::fmt::Debug for ReplaceSmartCardTrustAnchorsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ReplaceSmartCardTrustAnchorsRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ReplaceSmartCardTrustAnchorsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ReplaceSmartCardTrustAnchorsRequestType {
@@ -685,12 +693,12 @@ impl x::SchemaType for RescanAllHbaRequestType {
 impl x::Structure for RescanAllHbaRequestType {}
 impl std::fmt::Debug for RescanAllHbaRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RescanAllHbaRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RescanAllHbaRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RescanAllHbaRequestType {
@@ -737,12 +745,12 @@ impl x::SchemaType for RescanHbaRequestType {
 impl x::Structure for RescanHbaRequestType {}
 impl std::fmt::Debug for RescanHbaRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RescanHbaRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RescanHbaRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RescanHbaRequestType {
@@ -789,12 +797,12 @@ impl x::SchemaType for RescanVffsRequestType {
 impl x::Structure for RescanVffsRequestType {}
 impl std::fmt::Debug for RescanVffsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RescanVffsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RescanVffsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RescanVffsRequestType {
@@ -839,12 +847,12 @@ impl x::SchemaType for RescanVmfsRequestType {
 impl x::Structure for RescanVmfsRequestType {}
 impl std::fmt::Debug for RescanVmfsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RescanVmfsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RescanVmfsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RescanVmfsRequestType {
@@ -889,12 +897,12 @@ impl x::SchemaType for ResetCollectorRequestType {
 impl x::Structure for ResetCollectorRequestType {}
 impl std::fmt::Debug for ResetCollectorRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ResetCollectorRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ResetCollectorRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ResetCollectorRequestType {
@@ -941,12 +949,12 @@ impl x::SchemaType for ResetCounterLevelMappingRequestType {
 impl x::Structure for ResetCounterLevelMappingRequestType {}
 impl std::fmt::Debug for ResetCounterLevelMappingRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ResetCounterLevelMappingRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ResetCounterLevelMappingRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ResetCounterLevelMappingRequestType {
@@ -1005,12 +1013,12 @@ impl x::SchemaType for ResetEntityPermissionsRequestType {
 impl x::Structure for ResetEntityPermissionsRequestType {}
 impl std::fmt::Debug for ResetEntityPermissionsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ResetEntityPermissionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ResetEntityPermissionsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ResetEntityPermissionsRequestType {
@@ -1068,12 +1076,16 @@ impl x::SchemaType for ResetFirmwareToFactoryDefaultsRequestType {
 impl x::Structure for ResetFirmwareToFactoryDefaultsRequestType {}
 impl std::fmt::Debug for ResetFirmwareToFactoryDefaultsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ResetFirmwareToFactoryDefaultsRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ResetFirmwareToFactoryDefaultsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ResetFirmwareToFactoryDefaultsRequestType {
@@ -1118,12 +1130,12 @@ impl x::SchemaType for ResetGuestInformationRequestType {
 impl x::Structure for ResetGuestInformationRequestType {}
 impl std::fmt::Debug for ResetGuestInformationRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ResetGuestInformationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ResetGuestInformationRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ResetGuestInformationRequestType {
@@ -1170,12 +1182,12 @@ impl x::SchemaType for ResetListViewFromViewRequestType {
 impl x::Structure for ResetListViewFromViewRequestType {}
 impl std::fmt::Debug for ResetListViewFromViewRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ResetListViewFromViewRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ResetListViewFromViewRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ResetListViewFromViewRequestType {
@@ -1224,12 +1236,12 @@ impl x::SchemaType for ResetListViewRequestType {
 impl x::Structure for ResetListViewRequestType {}
 impl std::fmt::Debug for ResetListViewRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ResetListViewRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ResetListViewRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ResetListViewRequestType {
@@ -1284,12 +1296,12 @@ impl x::SchemaType for ResetSystemHealthInfoRequestType {
 impl x::Structure for ResetSystemHealthInfoRequestType {}
 impl std::fmt::Debug for ResetSystemHealthInfoRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ResetSystemHealthInfoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ResetSystemHealthInfoRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ResetSystemHealthInfoRequestType {
@@ -1334,12 +1346,12 @@ impl x::SchemaType for ResetVMRequestType {
 impl x::Structure for ResetVMRequestType {}
 impl std::fmt::Debug for ResetVMRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ResetVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ResetVMRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ResetVMRequestType {

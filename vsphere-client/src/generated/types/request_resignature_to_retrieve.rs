@@ -19,12 +19,16 @@ impl x::SchemaType for ResignatureUnresolvedVmfsVolumeRequestType {
 impl x::Structure for ResignatureUnresolvedVmfsVolumeRequestType {}
 impl std::fmt::Debug for ResignatureUnresolvedVmfsVolumeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ResignatureUnresolvedVmfsVolumeRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ResignatureUnresolvedVmfsVolumeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ResignatureUnresolvedVmfsVolumeRequestType {
@@ -75,12 +79,16 @@ impl x::SchemaType for ResolveInstallationErrorsOnClusterRequestType {
 impl x::Structure for ResolveInstallationErrorsOnClusterRequestType {}
 impl std::fmt::Debug for ResolveInstallationErrorsOnClusterRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ResolveInstallationErrorsOnClusterRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ResolveInstallationErrorsOnClusterRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ResolveInstallationErrorsOnClusterRequestType {
@@ -133,12 +141,16 @@ impl x::SchemaType for ResolveInstallationErrorsOnHostRequestType {
 impl x::Structure for ResolveInstallationErrorsOnHostRequestType {}
 impl std::fmt::Debug for ResolveInstallationErrorsOnHostRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ResolveInstallationErrorsOnHostRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ResolveInstallationErrorsOnHostRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ResolveInstallationErrorsOnHostRequestType {
@@ -189,12 +201,16 @@ impl x::SchemaType for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
 impl x::Structure for ResolveMultipleUnresolvedVmfsVolumesExRequestType {}
 impl std::fmt::Debug for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ResolveMultipleUnresolvedVmfsVolumesExRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
@@ -251,12 +267,16 @@ impl x::SchemaType for ResolveMultipleUnresolvedVmfsVolumesRequestType {
 impl x::Structure for ResolveMultipleUnresolvedVmfsVolumesRequestType {}
 impl std::fmt::Debug for ResolveMultipleUnresolvedVmfsVolumesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ResolveMultipleUnresolvedVmfsVolumesRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ResolveMultipleUnresolvedVmfsVolumesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ResolveMultipleUnresolvedVmfsVolumesRequestType {
@@ -331,12 +351,12 @@ impl x::SchemaType for ResolveNfsServerHostNameRequestType {
 impl x::Structure for ResolveNfsServerHostNameRequestType {}
 impl std::fmt::Debug for ResolveNfsServerHostNameRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ResolveNfsServerHostNameRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ResolveNfsServerHostNameRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ResolveNfsServerHostNameRequestType {
@@ -392,12 +412,16 @@ impl x::SchemaType for RestartServiceConsoleVirtualNicRequestType {
 impl x::Structure for RestartServiceConsoleVirtualNicRequestType {}
 impl std::fmt::Debug for RestartServiceConsoleVirtualNicRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "RestartServiceConsoleVirtualNicRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for RestartServiceConsoleVirtualNicRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RestartServiceConsoleVirtualNicRequestType {
@@ -446,12 +470,12 @@ impl x::SchemaType for RestartServiceRequestType {
 impl x::Structure for RestartServiceRequestType {}
 impl std::fmt::Debug for RestartServiceRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RestartServiceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RestartServiceRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RestartServiceRequestType {
@@ -500,12 +524,16 @@ impl x::SchemaType for RestoreFirmwareConfigurationRequestType {
 impl x::Structure for RestoreFirmwareConfigurationRequestType {}
 impl std::fmt::Debug for RestoreFirmwareConfigurationRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "RestoreFirmwareConfigurationRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for RestoreFirmwareConfigurationRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RestoreFirmwareConfigurationRequestType {
@@ -552,12 +580,12 @@ impl x::SchemaType for RetrieveAllPermissionsRequestType {
 impl x::Structure for RetrieveAllPermissionsRequestType {}
 impl std::fmt::Debug for RetrieveAllPermissionsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveAllPermissionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveAllPermissionsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveAllPermissionsRequestType {
@@ -606,12 +634,16 @@ impl x::SchemaType for RetrieveAnswerFileForProfileRequestType {
 impl x::Structure for RetrieveAnswerFileForProfileRequestType {}
 impl std::fmt::Debug for RetrieveAnswerFileForProfileRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "RetrieveAnswerFileForProfileRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for RetrieveAnswerFileForProfileRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveAnswerFileForProfileRequestType {
@@ -662,12 +694,12 @@ impl x::SchemaType for RetrieveAnswerFileRequestType {
 impl x::Structure for RetrieveAnswerFileRequestType {}
 impl std::fmt::Debug for RetrieveAnswerFileRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveAnswerFileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveAnswerFileRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveAnswerFileRequestType {
@@ -716,12 +748,12 @@ impl x::SchemaType for RetrieveArgumentDescriptionRequestType {
 impl x::Structure for RetrieveArgumentDescriptionRequestType {}
 impl std::fmt::Debug for RetrieveArgumentDescriptionRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveArgumentDescriptionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveArgumentDescriptionRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveArgumentDescriptionRequestType {
@@ -772,12 +804,12 @@ impl x::SchemaType for RetrieveCertificateInfoListRequestType {
 impl x::Structure for RetrieveCertificateInfoListRequestType {}
 impl std::fmt::Debug for RetrieveCertificateInfoListRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveCertificateInfoListRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveCertificateInfoListRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveCertificateInfoListRequestType {
@@ -825,12 +857,12 @@ impl x::SchemaType for RetrieveClientCertRequestType {
 impl x::Structure for RetrieveClientCertRequestType {}
 impl std::fmt::Debug for RetrieveClientCertRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveClientCertRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveClientCertRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveClientCertRequestType {
@@ -879,12 +911,12 @@ impl x::SchemaType for RetrieveClientCsrRequestType {
 impl x::Structure for RetrieveClientCsrRequestType {}
 impl std::fmt::Debug for RetrieveClientCsrRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveClientCsrRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveClientCsrRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveClientCsrRequestType {
@@ -931,12 +963,16 @@ impl x::SchemaType for RetrieveDasAdvancedRuntimeInfoRequestType {
 impl x::Structure for RetrieveDasAdvancedRuntimeInfoRequestType {}
 impl std::fmt::Debug for RetrieveDasAdvancedRuntimeInfoRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "RetrieveDasAdvancedRuntimeInfoRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for RetrieveDasAdvancedRuntimeInfoRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveDasAdvancedRuntimeInfoRequestType {
@@ -981,12 +1017,12 @@ impl x::SchemaType for RetrieveDescriptionRequestType {
 impl x::Structure for RetrieveDescriptionRequestType {}
 impl std::fmt::Debug for RetrieveDescriptionRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveDescriptionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveDescriptionRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveDescriptionRequestType {
@@ -1033,12 +1069,12 @@ impl x::SchemaType for RetrieveDiskPartitionInfoRequestType {
 impl x::Structure for RetrieveDiskPartitionInfoRequestType {}
 impl std::fmt::Debug for RetrieveDiskPartitionInfoRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveDiskPartitionInfoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveDiskPartitionInfoRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RetrieveDiskPartitionInfoRequestType {
@@ -1093,12 +1129,16 @@ impl x::SchemaType for RetrieveDynamicPassthroughInfoRequestType {
 impl x::Structure for RetrieveDynamicPassthroughInfoRequestType {}
 impl std::fmt::Debug for RetrieveDynamicPassthroughInfoRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "RetrieveDynamicPassthroughInfoRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for RetrieveDynamicPassthroughInfoRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveDynamicPassthroughInfoRequestType {
@@ -1147,12 +1187,12 @@ impl x::SchemaType for RetrieveEntityPermissionsRequestType {
 impl x::Structure for RetrieveEntityPermissionsRequestType {}
 impl std::fmt::Debug for RetrieveEntityPermissionsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveEntityPermissionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveEntityPermissionsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveEntityPermissionsRequestType {
@@ -1203,12 +1243,12 @@ impl x::SchemaType for RetrieveEntityScheduledTaskRequestType {
 impl x::Structure for RetrieveEntityScheduledTaskRequestType {}
 impl std::fmt::Debug for RetrieveEntityScheduledTaskRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveEntityScheduledTaskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveEntityScheduledTaskRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveEntityScheduledTaskRequestType {
@@ -1255,12 +1295,12 @@ impl x::SchemaType for RetrieveFreeEpcMemoryRequestType {
 impl x::Structure for RetrieveFreeEpcMemoryRequestType {}
 impl std::fmt::Debug for RetrieveFreeEpcMemoryRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveFreeEpcMemoryRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveFreeEpcMemoryRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveFreeEpcMemoryRequestType {
@@ -1305,12 +1345,12 @@ impl x::SchemaType for RetrieveHardwareUptimeRequestType {
 impl x::Structure for RetrieveHardwareUptimeRequestType {}
 impl std::fmt::Debug for RetrieveHardwareUptimeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveHardwareUptimeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveHardwareUptimeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveHardwareUptimeRequestType {
@@ -1355,12 +1395,16 @@ impl x::SchemaType for RetrieveHostAccessControlEntriesRequestType {
 impl x::Structure for RetrieveHostAccessControlEntriesRequestType {}
 impl std::fmt::Debug for RetrieveHostAccessControlEntriesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "RetrieveHostAccessControlEntriesRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for RetrieveHostAccessControlEntriesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveHostAccessControlEntriesRequestType {
@@ -1409,12 +1453,16 @@ impl x::SchemaType for RetrieveHostCustomizationsForProfileRequestType {
 impl x::Structure for RetrieveHostCustomizationsForProfileRequestType {}
 impl std::fmt::Debug for RetrieveHostCustomizationsForProfileRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "RetrieveHostCustomizationsForProfileRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for RetrieveHostCustomizationsForProfileRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RetrieveHostCustomizationsForProfileRequestType {
@@ -1474,12 +1522,12 @@ impl x::SchemaType for RetrieveHostCustomizationsRequestType {
 impl x::Structure for RetrieveHostCustomizationsRequestType {}
 impl std::fmt::Debug for RetrieveHostCustomizationsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveHostCustomizationsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveHostCustomizationsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RetrieveHostCustomizationsRequestType {
@@ -1538,12 +1586,12 @@ impl x::SchemaType for RetrieveHostSpecificationRequestType {
 impl x::Structure for RetrieveHostSpecificationRequestType {}
 impl std::fmt::Debug for RetrieveHostSpecificationRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveHostSpecificationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveHostSpecificationRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveHostSpecificationRequestType {
@@ -1596,12 +1644,12 @@ impl x::SchemaType for RetrieveKmipServerCertRequestType {
 impl x::Structure for RetrieveKmipServerCertRequestType {}
 impl std::fmt::Debug for RetrieveKmipServerCertRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveKmipServerCertRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveKmipServerCertRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveKmipServerCertRequestType {
@@ -1652,12 +1700,12 @@ impl x::SchemaType for RetrieveKmipServersStatusRequestType {
 impl x::Structure for RetrieveKmipServersStatusRequestType {}
 impl std::fmt::Debug for RetrieveKmipServersStatusRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveKmipServersStatusRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveKmipServersStatusRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RetrieveKmipServersStatusRequestType {
@@ -1714,12 +1762,12 @@ impl x::SchemaType for RetrieveObjectScheduledTaskRequestType {
 impl x::Structure for RetrieveObjectScheduledTaskRequestType {}
 impl std::fmt::Debug for RetrieveObjectScheduledTaskRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveObjectScheduledTaskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveObjectScheduledTaskRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveObjectScheduledTaskRequestType {
@@ -1766,12 +1814,12 @@ impl x::SchemaType for RetrieveProductComponentsRequestType {
 impl x::Structure for RetrieveProductComponentsRequestType {}
 impl std::fmt::Debug for RetrieveProductComponentsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveProductComponentsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveProductComponentsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveProductComponentsRequestType {
@@ -1820,12 +1868,12 @@ impl x::SchemaType for RetrievePropertiesExRequestType {
 impl x::Structure for RetrievePropertiesExRequestType {}
 impl std::fmt::Debug for RetrievePropertiesExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrievePropertiesExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrievePropertiesExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RetrievePropertiesExRequestType {
@@ -1885,12 +1933,12 @@ impl x::SchemaType for RetrievePropertiesRequestType {
 impl x::Structure for RetrievePropertiesRequestType {}
 impl std::fmt::Debug for RetrievePropertiesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrievePropertiesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrievePropertiesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RetrievePropertiesRequestType {
@@ -1947,12 +1995,12 @@ impl x::SchemaType for RetrieveRolePermissionsRequestType {
 impl x::Structure for RetrieveRolePermissionsRequestType {}
 impl std::fmt::Debug for RetrieveRolePermissionsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveRolePermissionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveRolePermissionsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveRolePermissionsRequestType {
@@ -2001,12 +2049,16 @@ impl x::SchemaType for RetrieveSelfSignedClientCertRequestType {
 impl x::Structure for RetrieveSelfSignedClientCertRequestType {}
 impl std::fmt::Debug for RetrieveSelfSignedClientCertRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "RetrieveSelfSignedClientCertRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for RetrieveSelfSignedClientCertRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveSelfSignedClientCertRequestType {
@@ -2053,12 +2105,12 @@ impl x::SchemaType for RetrieveServiceContentRequestType {
 impl x::Structure for RetrieveServiceContentRequestType {}
 impl std::fmt::Debug for RetrieveServiceContentRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveServiceContentRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveServiceContentRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveServiceContentRequestType {
@@ -2103,12 +2155,16 @@ impl x::SchemaType for RetrieveServiceProviderEntitiesRequestType {
 impl x::Structure for RetrieveServiceProviderEntitiesRequestType {}
 impl std::fmt::Debug for RetrieveServiceProviderEntitiesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "RetrieveServiceProviderEntitiesRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for RetrieveServiceProviderEntitiesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveServiceProviderEntitiesRequestType {
@@ -2159,12 +2215,12 @@ impl x::SchemaType for RetrieveSnapshotDetailsRequestType {
 impl x::Structure for RetrieveSnapshotDetailsRequestType {}
 impl std::fmt::Debug for RetrieveSnapshotDetailsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveSnapshotDetailsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveSnapshotDetailsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveSnapshotDetailsRequestType {
@@ -2219,12 +2275,12 @@ impl x::SchemaType for RetrieveSnapshotInfoRequestType {
 impl x::Structure for RetrieveSnapshotInfoRequestType {}
 impl std::fmt::Debug for RetrieveSnapshotInfoRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveSnapshotInfoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveSnapshotInfoRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveSnapshotInfoRequestType {
@@ -2287,12 +2343,12 @@ impl x::SchemaType for RetrieveUserGroupsRequestType {
 impl x::Structure for RetrieveUserGroupsRequestType {}
 impl std::fmt::Debug for RetrieveUserGroupsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveUserGroupsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveUserGroupsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveUserGroupsRequestType {
@@ -2353,12 +2409,16 @@ impl x::SchemaType for RetrieveVStorageInfrastructureObjectPolicyRequestType {
 impl x::Structure for RetrieveVStorageInfrastructureObjectPolicyRequestType {}
 impl std::fmt::Debug for RetrieveVStorageInfrastructureObjectPolicyRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "RetrieveVStorageInfrastructureObjectPolicyRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for RetrieveVStorageInfrastructureObjectPolicyRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveVStorageInfrastructureObjectPolicyRequestType {
@@ -2407,12 +2467,16 @@ impl x::SchemaType for RetrieveVStorageObjectAssociationsRequestType {
 impl x::Structure for RetrieveVStorageObjectAssociationsRequestType {}
 impl std::fmt::Debug for RetrieveVStorageObjectAssociationsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "RetrieveVStorageObjectAssociationsRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for RetrieveVStorageObjectAssociationsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RetrieveVStorageObjectAssociationsRequestType {
@@ -2475,12 +2539,12 @@ impl x::SchemaType for RetrieveVStorageObjectRequestType {
 impl x::Structure for RetrieveVStorageObjectRequestType {}
 impl std::fmt::Debug for RetrieveVStorageObjectRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveVStorageObjectRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RetrieveVStorageObjectRequestType {
@@ -2553,12 +2617,12 @@ impl x::SchemaType for RetrieveVStorageObjectStateRequestType {
 impl x::Structure for RetrieveVStorageObjectStateRequestType {}
 impl std::fmt::Debug for RetrieveVStorageObjectStateRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveVStorageObjectStateRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveVStorageObjectStateRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveVStorageObjectStateRequestType {
@@ -2611,12 +2675,16 @@ impl x::SchemaType for RetrieveVendorDeviceGroupInfoRequestType {
 impl x::Structure for RetrieveVendorDeviceGroupInfoRequestType {}
 impl std::fmt::Debug for RetrieveVendorDeviceGroupInfoRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "RetrieveVendorDeviceGroupInfoRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for RetrieveVendorDeviceGroupInfoRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveVendorDeviceGroupInfoRequestType {
@@ -2662,12 +2730,12 @@ impl x::SchemaType for RetrieveVgpuDeviceInfoRequestType {
 impl x::Structure for RetrieveVgpuDeviceInfoRequestType {}
 impl std::fmt::Debug for RetrieveVgpuDeviceInfoRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveVgpuDeviceInfoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveVgpuDeviceInfoRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveVgpuDeviceInfoRequestType {
@@ -2712,12 +2780,12 @@ impl x::SchemaType for RetrieveVgpuProfileInfoRequestType {
 impl x::Structure for RetrieveVgpuProfileInfoRequestType {}
 impl std::fmt::Debug for RetrieveVgpuProfileInfoRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveVgpuProfileInfoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveVgpuProfileInfoRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveVgpuProfileInfoRequestType {

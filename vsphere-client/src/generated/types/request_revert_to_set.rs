@@ -21,12 +21,12 @@ impl x::SchemaType for RevertToCurrentSnapshotRequestType {
 impl x::Structure for RevertToCurrentSnapshotRequestType {}
 impl std::fmt::Debug for RevertToCurrentSnapshotRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RevertToCurrentSnapshotRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RevertToCurrentSnapshotRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RevertToCurrentSnapshotRequestType {
@@ -79,12 +79,12 @@ impl x::SchemaType for RevertToSnapshotRequestType {
 impl x::Structure for RevertToSnapshotRequestType {}
 impl std::fmt::Debug for RevertToSnapshotRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RevertToSnapshotRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RevertToSnapshotRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RevertToSnapshotRequestType {
@@ -149,12 +149,12 @@ impl x::SchemaType for RevertVStorageObjectExRequestType {
 impl x::Structure for RevertVStorageObjectExRequestType {}
 impl std::fmt::Debug for RevertVStorageObjectExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RevertVStorageObjectExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RevertVStorageObjectExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RevertVStorageObjectExRequestType {
@@ -212,12 +212,12 @@ impl x::SchemaType for RevertVStorageObjectRequestType {
 impl x::Structure for RevertVStorageObjectRequestType {}
 impl std::fmt::Debug for RevertVStorageObjectRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RevertVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RevertVStorageObjectRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RevertVStorageObjectRequestType {
@@ -268,12 +268,12 @@ impl x::SchemaType for RewindCollectorRequestType {
 impl x::Structure for RewindCollectorRequestType {}
 impl std::fmt::Debug for RewindCollectorRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RewindCollectorRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RewindCollectorRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RewindCollectorRequestType {
@@ -318,12 +318,12 @@ impl x::SchemaType for RunScheduledTaskRequestType {
 impl x::Structure for RunScheduledTaskRequestType {}
 impl std::fmt::Debug for RunScheduledTaskRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RunScheduledTaskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for RunScheduledTaskRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RunScheduledTaskRequestType {
@@ -370,12 +370,16 @@ impl x::SchemaType for RunVsanPhysicalDiskDiagnosticsRequestType {
 impl x::Structure for RunVsanPhysicalDiskDiagnosticsRequestType {}
 impl std::fmt::Debug for RunVsanPhysicalDiskDiagnosticsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "RunVsanPhysicalDiskDiagnosticsRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for RunVsanPhysicalDiskDiagnosticsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RunVsanPhysicalDiskDiagnosticsRequestType {
@@ -434,12 +438,12 @@ impl x::SchemaType for ScanHostPatchRequestType {
 impl x::Structure for ScanHostPatchRequestType {}
 impl std::fmt::Debug for ScanHostPatchRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ScanHostPatchRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ScanHostPatchRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ScanHostPatchRequestType {
@@ -503,12 +507,12 @@ impl x::SchemaType for ScanHostPatchV2RequestType {
 impl x::Structure for ScanHostPatchV2RequestType {}
 impl std::fmt::Debug for ScanHostPatchV2RequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ScanHostPatchV2RequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ScanHostPatchV2RequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ScanHostPatchV2RequestType {
@@ -575,12 +579,16 @@ impl x::SchemaType for ScheduleReconcileDatastoreInventoryRequestType {
 impl x::Structure for ScheduleReconcileDatastoreInventoryRequestType {}
 impl std::fmt::Debug for ScheduleReconcileDatastoreInventoryRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ScheduleReconcileDatastoreInventoryRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ScheduleReconcileDatastoreInventoryRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ScheduleReconcileDatastoreInventoryRequestType {
@@ -641,12 +649,12 @@ impl x::SchemaType for SearchDatastoreRequestType {
 impl x::Structure for SearchDatastoreRequestType {}
 impl std::fmt::Debug for SearchDatastoreRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SearchDatastoreRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SearchDatastoreRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SearchDatastoreRequestType {
@@ -699,12 +707,12 @@ impl x::SchemaType for SearchDatastoreSubFoldersRequestType {
 impl x::Structure for SearchDatastoreSubFoldersRequestType {}
 impl std::fmt::Debug for SearchDatastoreSubFoldersRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SearchDatastoreSubFoldersRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SearchDatastoreSubFoldersRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SearchDatastoreSubFoldersRequestType {
@@ -755,12 +763,12 @@ impl x::SchemaType for SelectActivePartitionRequestType {
 impl x::Structure for SelectActivePartitionRequestType {}
 impl std::fmt::Debug for SelectActivePartitionRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SelectActivePartitionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SelectActivePartitionRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SelectActivePartitionRequestType {
@@ -811,12 +819,12 @@ impl x::SchemaType for SelectVnicForNicTypeRequestType {
 impl x::Structure for SelectVnicForNicTypeRequestType {}
 impl std::fmt::Debug for SelectVnicForNicTypeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SelectVnicForNicTypeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SelectVnicForNicTypeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SelectVnicForNicTypeRequestType {
@@ -867,12 +875,12 @@ impl x::SchemaType for SelectVnicRequestType {
 impl x::Structure for SelectVnicRequestType {}
 impl std::fmt::Debug for SelectVnicRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SelectVnicRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SelectVnicRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SelectVnicRequestType {
@@ -919,12 +927,12 @@ impl x::SchemaType for SendNMIRequestType {
 impl x::Structure for SendNMIRequestType {}
 impl std::fmt::Debug for SendNMIRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SendNMIRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SendNMIRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SendNMIRequestType {
@@ -969,12 +977,12 @@ impl x::SchemaType for SendTestNotificationRequestType {
 impl x::Structure for SendTestNotificationRequestType {}
 impl std::fmt::Debug for SendTestNotificationRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SendTestNotificationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SendTestNotificationRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SendTestNotificationRequestType {
@@ -1023,12 +1031,12 @@ impl x::SchemaType for SessionIsActiveRequestType {
 impl x::Structure for SessionIsActiveRequestType {}
 impl std::fmt::Debug for SessionIsActiveRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SessionIsActiveRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SessionIsActiveRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SessionIsActiveRequestType {
@@ -1079,12 +1087,12 @@ impl x::SchemaType for SetCollectorPageSizeRequestType {
 impl x::Structure for SetCollectorPageSizeRequestType {}
 impl std::fmt::Debug for SetCollectorPageSizeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SetCollectorPageSizeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetCollectorPageSizeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetCollectorPageSizeRequestType {
@@ -1137,12 +1145,12 @@ impl x::SchemaType for SetCryptoModeRequestType {
 impl x::Structure for SetCryptoModeRequestType {}
 impl std::fmt::Debug for SetCryptoModeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SetCryptoModeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetCryptoModeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetCryptoModeRequestType {
@@ -1197,12 +1205,12 @@ impl x::SchemaType for SetDefaultKmsClusterRequestType {
 impl x::Structure for SetDefaultKmsClusterRequestType {}
 impl std::fmt::Debug for SetDefaultKmsClusterRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SetDefaultKmsClusterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetDefaultKmsClusterRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetDefaultKmsClusterRequestType {
@@ -1253,12 +1261,12 @@ impl x::SchemaType for SetDisplayTopologyRequestType {
 impl x::Structure for SetDisplayTopologyRequestType {}
 impl std::fmt::Debug for SetDisplayTopologyRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SetDisplayTopologyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetDisplayTopologyRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for SetDisplayTopologyRequestType {
@@ -1317,12 +1325,12 @@ impl x::SchemaType for SetEntityPermissionsRequestType {
 impl x::Structure for SetEntityPermissionsRequestType {}
 impl std::fmt::Debug for SetEntityPermissionsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SetEntityPermissionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetEntityPermissionsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for SetEntityPermissionsRequestType {
@@ -1384,12 +1392,12 @@ impl x::SchemaType for SetExtensionCertificateRequestType {
 impl x::Structure for SetExtensionCertificateRequestType {}
 impl std::fmt::Debug for SetExtensionCertificateRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SetExtensionCertificateRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetExtensionCertificateRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetExtensionCertificateRequestType {
@@ -1444,12 +1452,12 @@ impl x::SchemaType for SetFieldRequestType {
 impl x::Structure for SetFieldRequestType {}
 impl std::fmt::Debug for SetFieldRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SetFieldRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetFieldRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetFieldRequestType {
@@ -1512,12 +1520,12 @@ impl x::SchemaType for SetKeyCustomAttributesRequestType {
 impl x::Structure for SetKeyCustomAttributesRequestType {}
 impl std::fmt::Debug for SetKeyCustomAttributesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SetKeyCustomAttributesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetKeyCustomAttributesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetKeyCustomAttributesRequestType {
@@ -1571,12 +1579,12 @@ impl x::SchemaType for SetLicenseEditionRequestType {
 impl x::Structure for SetLicenseEditionRequestType {}
 impl std::fmt::Debug for SetLicenseEditionRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SetLicenseEditionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetLicenseEditionRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetLicenseEditionRequestType {
@@ -1627,12 +1635,12 @@ impl x::SchemaType for SetLocaleRequestType {
 impl x::Structure for SetLocaleRequestType {}
 impl std::fmt::Debug for SetLocaleRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SetLocaleRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetLocaleRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetLocaleRequestType {
@@ -1691,12 +1699,12 @@ impl x::SchemaType for SetMaxQueueDepthRequestType {
 impl x::Structure for SetMaxQueueDepthRequestType {}
 impl std::fmt::Debug for SetMaxQueueDepthRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SetMaxQueueDepthRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetMaxQueueDepthRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetMaxQueueDepthRequestType {
@@ -1750,12 +1758,12 @@ impl x::SchemaType for SetMultipathLunPolicyRequestType {
 impl x::Structure for SetMultipathLunPolicyRequestType {}
 impl std::fmt::Debug for SetMultipathLunPolicyRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SetMultipathLunPolicyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetMultipathLunPolicyRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetMultipathLunPolicyRequestType {
@@ -1808,12 +1816,12 @@ impl x::SchemaType for SetNFSUserRequestType {
 impl x::Structure for SetNFSUserRequestType {}
 impl std::fmt::Debug for SetNFSUserRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SetNFSUserRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetNFSUserRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetNFSUserRequestType {
@@ -1866,12 +1874,12 @@ impl x::SchemaType for SetPublicKeyRequestType {
 impl x::Structure for SetPublicKeyRequestType {}
 impl std::fmt::Debug for SetPublicKeyRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SetPublicKeyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetPublicKeyRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetPublicKeyRequestType {
@@ -1926,12 +1934,12 @@ impl x::SchemaType for SetRegistryValueInGuestRequestType {
 impl x::Structure for SetRegistryValueInGuestRequestType {}
 impl std::fmt::Debug for SetRegistryValueInGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SetRegistryValueInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetRegistryValueInGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetRegistryValueInGuestRequestType {
@@ -1986,12 +1994,12 @@ impl x::SchemaType for SetScreenResolutionRequestType {
 impl x::Structure for SetScreenResolutionRequestType {}
 impl std::fmt::Debug for SetScreenResolutionRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SetScreenResolutionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetScreenResolutionRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetScreenResolutionRequestType {
@@ -2052,12 +2060,12 @@ impl x::SchemaType for SetServiceAccountRequestType {
 impl x::Structure for SetServiceAccountRequestType {}
 impl std::fmt::Debug for SetServiceAccountRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SetServiceAccountRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetServiceAccountRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetServiceAccountRequestType {
@@ -2109,12 +2117,12 @@ impl x::SchemaType for SetTaskDescriptionRequestType {
 impl x::Structure for SetTaskDescriptionRequestType {}
 impl std::fmt::Debug for SetTaskDescriptionRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SetTaskDescriptionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetTaskDescriptionRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetTaskDescriptionRequestType {
@@ -2167,12 +2175,12 @@ impl x::SchemaType for SetTaskStateRequestType {
 impl x::Structure for SetTaskStateRequestType {}
 impl std::fmt::Debug for SetTaskStateRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SetTaskStateRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetTaskStateRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetTaskStateRequestType {
@@ -2229,12 +2237,16 @@ impl x::SchemaType for SetVStorageObjectControlFlagsRequestType {
 impl x::Structure for SetVStorageObjectControlFlagsRequestType {}
 impl std::fmt::Debug for SetVStorageObjectControlFlagsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "SetVStorageObjectControlFlagsRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for SetVStorageObjectControlFlagsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for SetVStorageObjectControlFlagsRequestType {
@@ -2311,12 +2323,12 @@ impl x::SchemaType for SetVirtualDiskUuidExRequestType {
 impl x::Structure for SetVirtualDiskUuidExRequestType {}
 impl std::fmt::Debug for SetVirtualDiskUuidExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SetVirtualDiskUuidExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetVirtualDiskUuidExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetVirtualDiskUuidExRequestType {
@@ -2374,12 +2386,12 @@ impl x::SchemaType for SetVirtualDiskUuidRequestType {
 impl x::Structure for SetVirtualDiskUuidRequestType {}
 impl std::fmt::Debug for SetVirtualDiskUuidRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SetVirtualDiskUuidRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetVirtualDiskUuidRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetVirtualDiskUuidRequestType {

@@ -23,12 +23,12 @@ impl x::SchemaType for ShrinkVirtualDiskRequestType {
 impl x::Structure for ShrinkVirtualDiskRequestType {}
 impl std::fmt::Debug for ShrinkVirtualDiskRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ShrinkVirtualDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ShrinkVirtualDiskRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ShrinkVirtualDiskRequestType {
@@ -79,12 +79,12 @@ impl x::SchemaType for ShutdownGuestRequestType {
 impl x::Structure for ShutdownGuestRequestType {}
 impl std::fmt::Debug for ShutdownGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ShutdownGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ShutdownGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ShutdownGuestRequestType {
@@ -131,12 +131,12 @@ impl x::SchemaType for ShutdownHostRequestType {
 impl x::Structure for ShutdownHostRequestType {}
 impl std::fmt::Debug for ShutdownHostRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ShutdownHostRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ShutdownHostRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ShutdownHostRequestType {
@@ -191,12 +191,12 @@ impl x::SchemaType for StageHostPatchRequestType {
 impl x::Structure for StageHostPatchRequestType {}
 impl std::fmt::Debug for StageHostPatchRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StageHostPatchRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for StageHostPatchRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for StageHostPatchRequestType {
@@ -260,12 +260,12 @@ impl x::SchemaType for StampAllRulesWithUuidRequestType {
 impl x::Structure for StampAllRulesWithUuidRequestType {}
 impl std::fmt::Debug for StampAllRulesWithUuidRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StampAllRulesWithUuidRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for StampAllRulesWithUuidRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StampAllRulesWithUuidRequestType {
@@ -310,12 +310,12 @@ impl x::SchemaType for StandbyGuestRequestType {
 impl x::Structure for StandbyGuestRequestType {}
 impl std::fmt::Debug for StandbyGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StandbyGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for StandbyGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StandbyGuestRequestType {
@@ -364,12 +364,12 @@ impl x::SchemaType for StartGuestNetworkRequestType {
 impl x::Structure for StartGuestNetworkRequestType {}
 impl std::fmt::Debug for StartGuestNetworkRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StartGuestNetworkRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for StartGuestNetworkRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StartGuestNetworkRequestType {
@@ -424,12 +424,12 @@ impl x::SchemaType for StartProgramInGuestRequestType {
 impl x::Structure for StartProgramInGuestRequestType {}
 impl std::fmt::Debug for StartProgramInGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StartProgramInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for StartProgramInGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StartProgramInGuestRequestType {
@@ -484,12 +484,12 @@ impl x::SchemaType for StartRecordingRequestType {
 impl x::Structure for StartRecordingRequestType {}
 impl std::fmt::Debug for StartRecordingRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StartRecordingRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for StartRecordingRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StartRecordingRequestType {
@@ -540,12 +540,12 @@ impl x::SchemaType for StartReplayingRequestType {
 impl x::Structure for StartReplayingRequestType {}
 impl std::fmt::Debug for StartReplayingRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StartReplayingRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for StartReplayingRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StartReplayingRequestType {
@@ -594,12 +594,12 @@ impl x::SchemaType for StartServiceRequestType {
 impl x::Structure for StartServiceRequestType {}
 impl std::fmt::Debug for StartServiceRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StartServiceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for StartServiceRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StartServiceRequestType {
@@ -646,12 +646,12 @@ impl x::SchemaType for StopRecordingRequestType {
 impl x::Structure for StopRecordingRequestType {}
 impl std::fmt::Debug for StopRecordingRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StopRecordingRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for StopRecordingRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StopRecordingRequestType {
@@ -696,12 +696,12 @@ impl x::SchemaType for StopReplayingRequestType {
 impl x::Structure for StopReplayingRequestType {}
 impl std::fmt::Debug for StopReplayingRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StopReplayingRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for StopReplayingRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StopReplayingRequestType {
@@ -748,12 +748,12 @@ impl x::SchemaType for StopServiceRequestType {
 impl x::Structure for StopServiceRequestType {}
 impl std::fmt::Debug for StopServiceRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StopServiceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for StopServiceRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StopServiceRequestType {
@@ -800,12 +800,12 @@ impl x::SchemaType for SuspendVAppRequestType {
 impl x::Structure for SuspendVAppRequestType {}
 impl std::fmt::Debug for SuspendVAppRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SuspendVAppRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SuspendVAppRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SuspendVAppRequestType {
@@ -850,12 +850,12 @@ impl x::SchemaType for SuspendVMRequestType {
 impl x::Structure for SuspendVMRequestType {}
 impl std::fmt::Debug for SuspendVMRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SuspendVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SuspendVMRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SuspendVMRequestType {
@@ -902,12 +902,12 @@ impl x::SchemaType for TerminateFaultTolerantVMRequestType {
 impl x::Structure for TerminateFaultTolerantVMRequestType {}
 impl std::fmt::Debug for TerminateFaultTolerantVMRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TerminateFaultTolerantVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for TerminateFaultTolerantVMRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for TerminateFaultTolerantVMRequestType {
@@ -960,12 +960,12 @@ impl x::SchemaType for TerminateProcessInGuestRequestType {
 impl x::Structure for TerminateProcessInGuestRequestType {}
 impl std::fmt::Debug for TerminateProcessInGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TerminateProcessInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for TerminateProcessInGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for TerminateProcessInGuestRequestType {
@@ -1018,12 +1018,12 @@ impl x::SchemaType for TerminateSessionRequestType {
 impl x::Structure for TerminateSessionRequestType {}
 impl std::fmt::Debug for TerminateSessionRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TerminateSessionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for TerminateSessionRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for TerminateSessionRequestType {
@@ -1078,12 +1078,12 @@ impl x::SchemaType for TerminateVMRequestType {
 impl x::Structure for TerminateVMRequestType {}
 impl std::fmt::Debug for TerminateVMRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TerminateVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for TerminateVMRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for TerminateVMRequestType {
@@ -1128,12 +1128,12 @@ impl x::SchemaType for TestTimeServiceRequestType {
 impl x::Structure for TestTimeServiceRequestType {}
 impl std::fmt::Debug for TestTimeServiceRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TestTimeServiceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for TestTimeServiceRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for TestTimeServiceRequestType {
@@ -1180,12 +1180,12 @@ impl x::SchemaType for TurnDiskLocatorLedOffRequestType {
 impl x::Structure for TurnDiskLocatorLedOffRequestType {}
 impl std::fmt::Debug for TurnDiskLocatorLedOffRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TurnDiskLocatorLedOffRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for TurnDiskLocatorLedOffRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for TurnDiskLocatorLedOffRequestType {
@@ -1242,12 +1242,12 @@ impl x::SchemaType for TurnDiskLocatorLedOnRequestType {
 impl x::Structure for TurnDiskLocatorLedOnRequestType {}
 impl std::fmt::Debug for TurnDiskLocatorLedOnRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TurnDiskLocatorLedOnRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for TurnDiskLocatorLedOnRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for TurnDiskLocatorLedOnRequestType {
@@ -1302,12 +1302,12 @@ impl x::SchemaType for TurnOffFaultToleranceForVMRequestType {
 impl x::Structure for TurnOffFaultToleranceForVMRequestType {}
 impl std::fmt::Debug for TurnOffFaultToleranceForVMRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TurnOffFaultToleranceForVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for TurnOffFaultToleranceForVMRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for TurnOffFaultToleranceForVMRequestType {

@@ -21,12 +21,12 @@ impl x::SchemaType for UnassignUserFromGroupRequestType {
 impl x::Structure for UnassignUserFromGroupRequestType {}
 impl std::fmt::Debug for UnassignUserFromGroupRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UnassignUserFromGroupRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnassignUserFromGroupRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UnassignUserFromGroupRequestType {
@@ -81,12 +81,12 @@ impl x::SchemaType for UnbindVnicRequestType {
 impl x::Structure for UnbindVnicRequestType {}
 impl std::fmt::Debug for UnbindVnicRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UnbindVnicRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnbindVnicRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UnbindVnicRequestType {
@@ -141,12 +141,12 @@ impl x::SchemaType for UninstallHostPatchRequestType {
 impl x::Structure for UninstallHostPatchRequestType {}
 impl std::fmt::Debug for UninstallHostPatchRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UninstallHostPatchRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UninstallHostPatchRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UninstallHostPatchRequestType {
@@ -208,12 +208,12 @@ impl x::SchemaType for UninstallIoFilterRequestType {
 impl x::Structure for UninstallIoFilterRequestType {}
 impl std::fmt::Debug for UninstallIoFilterRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UninstallIoFilterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UninstallIoFilterRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UninstallIoFilterRequestType {
@@ -264,12 +264,12 @@ impl x::SchemaType for UninstallServiceRequestType {
 impl x::Structure for UninstallServiceRequestType {}
 impl std::fmt::Debug for UninstallServiceRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UninstallServiceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UninstallServiceRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UninstallServiceRequestType {
@@ -318,12 +318,12 @@ impl x::SchemaType for UnmapVmfsVolumeExRequestType {
 impl x::Structure for UnmapVmfsVolumeExRequestType {}
 impl std::fmt::Debug for UnmapVmfsVolumeExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UnmapVmfsVolumeExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnmapVmfsVolumeExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UnmapVmfsVolumeExRequestType {
@@ -380,12 +380,16 @@ impl x::SchemaType for UnmarkServiceProviderEntitiesRequestType {
 impl x::Structure for UnmarkServiceProviderEntitiesRequestType {}
 impl std::fmt::Debug for UnmarkServiceProviderEntitiesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "UnmarkServiceProviderEntitiesRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for UnmarkServiceProviderEntitiesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UnmarkServiceProviderEntitiesRequestType {
@@ -442,12 +446,12 @@ impl x::SchemaType for UnmountDiskMappingRequestType {
 impl x::Structure for UnmountDiskMappingRequestType {}
 impl std::fmt::Debug for UnmountDiskMappingRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UnmountDiskMappingRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnmountDiskMappingRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UnmountDiskMappingRequestType {
@@ -504,12 +508,16 @@ impl x::SchemaType for UnmountForceMountedVmfsVolumeRequestType {
 impl x::Structure for UnmountForceMountedVmfsVolumeRequestType {}
 impl std::fmt::Debug for UnmountForceMountedVmfsVolumeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "UnmountForceMountedVmfsVolumeRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for UnmountForceMountedVmfsVolumeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UnmountForceMountedVmfsVolumeRequestType {
@@ -556,12 +564,12 @@ impl x::SchemaType for UnmountToolsInstallerRequestType {
 impl x::Structure for UnmountToolsInstallerRequestType {}
 impl std::fmt::Debug for UnmountToolsInstallerRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UnmountToolsInstallerRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnmountToolsInstallerRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UnmountToolsInstallerRequestType {
@@ -608,12 +616,12 @@ impl x::SchemaType for UnmountVffsVolumeRequestType {
 impl x::Structure for UnmountVffsVolumeRequestType {}
 impl std::fmt::Debug for UnmountVffsVolumeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UnmountVffsVolumeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnmountVffsVolumeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UnmountVffsVolumeRequestType {
@@ -662,12 +670,12 @@ impl x::SchemaType for UnmountVmfsVolumeExRequestType {
 impl x::Structure for UnmountVmfsVolumeExRequestType {}
 impl std::fmt::Debug for UnmountVmfsVolumeExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UnmountVmfsVolumeExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnmountVmfsVolumeExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UnmountVmfsVolumeExRequestType {
@@ -724,12 +732,12 @@ impl x::SchemaType for UnmountVmfsVolumeRequestType {
 impl x::Structure for UnmountVmfsVolumeRequestType {}
 impl std::fmt::Debug for UnmountVmfsVolumeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UnmountVmfsVolumeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnmountVmfsVolumeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UnmountVmfsVolumeRequestType {
@@ -776,12 +784,12 @@ impl x::SchemaType for UnregisterAndDestroyRequestType {
 impl x::Structure for UnregisterAndDestroyRequestType {}
 impl std::fmt::Debug for UnregisterAndDestroyRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UnregisterAndDestroyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnregisterAndDestroyRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UnregisterAndDestroyRequestType {
@@ -838,12 +846,12 @@ impl x::SchemaType for UnregisterDiskRequestType {
 impl x::Structure for UnregisterDiskRequestType {}
 impl std::fmt::Debug for UnregisterDiskRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UnregisterDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnregisterDiskRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UnregisterDiskRequestType {
@@ -895,12 +903,12 @@ impl x::SchemaType for UnregisterExtensionRequestType {
 impl x::Structure for UnregisterExtensionRequestType {}
 impl std::fmt::Debug for UnregisterExtensionRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UnregisterExtensionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnregisterExtensionRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UnregisterExtensionRequestType {
@@ -949,12 +957,16 @@ impl x::SchemaType for UnregisterHealthUpdateProviderRequestType {
 impl x::Structure for UnregisterHealthUpdateProviderRequestType {}
 impl std::fmt::Debug for UnregisterHealthUpdateProviderRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "UnregisterHealthUpdateProviderRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for UnregisterHealthUpdateProviderRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UnregisterHealthUpdateProviderRequestType {
@@ -1003,12 +1015,12 @@ impl x::SchemaType for UnregisterKmsClusterRequestType {
 impl x::Structure for UnregisterKmsClusterRequestType {}
 impl std::fmt::Debug for UnregisterKmsClusterRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UnregisterKmsClusterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnregisterKmsClusterRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UnregisterKmsClusterRequestType {
@@ -1055,12 +1067,12 @@ impl x::SchemaType for UnregisterVMRequestType {
 impl x::Structure for UnregisterVMRequestType {}
 impl std::fmt::Debug for UnregisterVMRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UnregisterVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnregisterVMRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UnregisterVMRequestType {
@@ -1109,12 +1121,12 @@ impl x::SchemaType for UpdateAnswerFileRequestType {
 impl x::Structure for UpdateAnswerFileRequestType {}
 impl std::fmt::Debug for UpdateAnswerFileRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateAnswerFileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateAnswerFileRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateAnswerFileRequestType {
@@ -1165,12 +1177,16 @@ impl x::SchemaType for UpdateAssignableHardwareConfigRequestType {
 impl x::Structure for UpdateAssignableHardwareConfigRequestType {}
 impl std::fmt::Debug for UpdateAssignableHardwareConfigRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "UpdateAssignableHardwareConfigRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for UpdateAssignableHardwareConfigRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateAssignableHardwareConfigRequestType {
@@ -1223,12 +1239,12 @@ impl x::SchemaType for UpdateAssignedLicenseRequestType {
 impl x::Structure for UpdateAssignedLicenseRequestType {}
 impl std::fmt::Debug for UpdateAssignedLicenseRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateAssignedLicenseRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateAssignedLicenseRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateAssignedLicenseRequestType {
@@ -1285,12 +1301,12 @@ impl x::SchemaType for UpdateAuthorizationRoleRequestType {
 impl x::Structure for UpdateAuthorizationRoleRequestType {}
 impl std::fmt::Debug for UpdateAuthorizationRoleRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateAuthorizationRoleRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateAuthorizationRoleRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateAuthorizationRoleRequestType {
@@ -1353,12 +1369,12 @@ impl x::SchemaType for UpdateBootDeviceRequestType {
 impl x::Structure for UpdateBootDeviceRequestType {}
 impl std::fmt::Debug for UpdateBootDeviceRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateBootDeviceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateBootDeviceRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateBootDeviceRequestType {
@@ -1407,12 +1423,16 @@ impl x::SchemaType for UpdateChildResourceConfigurationRequestType {
 impl x::Structure for UpdateChildResourceConfigurationRequestType {}
 impl std::fmt::Debug for UpdateChildResourceConfigurationRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "UpdateChildResourceConfigurationRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for UpdateChildResourceConfigurationRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateChildResourceConfigurationRequestType {
@@ -1469,12 +1489,12 @@ impl x::SchemaType for UpdateClusterProfileRequestType {
 impl x::Structure for UpdateClusterProfileRequestType {}
 impl std::fmt::Debug for UpdateClusterProfileRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateClusterProfileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateClusterProfileRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateClusterProfileRequestType {
@@ -1525,12 +1545,12 @@ impl x::SchemaType for UpdateConfigRequestType {
 impl x::Structure for UpdateConfigRequestType {}
 impl std::fmt::Debug for UpdateConfigRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateConfigRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateConfigRequestType {
@@ -1581,12 +1601,12 @@ impl x::SchemaType for UpdateConsoleIpRouteConfigRequestType {
 impl x::Structure for UpdateConsoleIpRouteConfigRequestType {}
 impl std::fmt::Debug for UpdateConsoleIpRouteConfigRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateConsoleIpRouteConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateConsoleIpRouteConfigRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateConsoleIpRouteConfigRequestType {
@@ -1635,12 +1655,12 @@ impl x::SchemaType for UpdateCounterLevelMappingRequestType {
 impl x::Structure for UpdateCounterLevelMappingRequestType {}
 impl std::fmt::Debug for UpdateCounterLevelMappingRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateCounterLevelMappingRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateCounterLevelMappingRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateCounterLevelMappingRequestType {
@@ -1697,12 +1717,12 @@ impl x::SchemaType for UpdateDVSHealthCheckConfigRequestType {
 impl x::Structure for UpdateDVSHealthCheckConfigRequestType {}
 impl std::fmt::Debug for UpdateDVSHealthCheckConfigRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateDVSHealthCheckConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateDVSHealthCheckConfigRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateDVSHealthCheckConfigRequestType {
@@ -1759,12 +1779,12 @@ impl x::SchemaType for UpdateDVSLacpGroupConfigRequestType {
 impl x::Structure for UpdateDVSLacpGroupConfigRequestType {}
 impl std::fmt::Debug for UpdateDVSLacpGroupConfigRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateDVSLacpGroupConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateDVSLacpGroupConfigRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateDVSLacpGroupConfigRequestType {
@@ -1821,12 +1841,12 @@ impl x::SchemaType for UpdateDateTimeConfigRequestType {
 impl x::Structure for UpdateDateTimeConfigRequestType {}
 impl std::fmt::Debug for UpdateDateTimeConfigRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateDateTimeConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateDateTimeConfigRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateDateTimeConfigRequestType {
@@ -1875,12 +1895,12 @@ impl x::SchemaType for UpdateDateTimeRequestType {
 impl x::Structure for UpdateDateTimeRequestType {}
 impl std::fmt::Debug for UpdateDateTimeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateDateTimeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateDateTimeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateDateTimeRequestType {
@@ -1929,12 +1949,12 @@ impl x::SchemaType for UpdateDefaultPolicyRequestType {
 impl x::Structure for UpdateDefaultPolicyRequestType {}
 impl std::fmt::Debug for UpdateDefaultPolicyRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateDefaultPolicyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateDefaultPolicyRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateDefaultPolicyRequestType {
@@ -1985,12 +2005,12 @@ impl x::SchemaType for UpdateDiskPartitionsRequestType {
 impl x::Structure for UpdateDiskPartitionsRequestType {}
 impl std::fmt::Debug for UpdateDiskPartitionsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateDiskPartitionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateDiskPartitionsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateDiskPartitionsRequestType {
@@ -2041,12 +2061,12 @@ impl x::SchemaType for UpdateDnsConfigRequestType {
 impl x::Structure for UpdateDnsConfigRequestType {}
 impl std::fmt::Debug for UpdateDnsConfigRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateDnsConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateDnsConfigRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateDnsConfigRequestType {
@@ -2095,12 +2115,12 @@ impl x::SchemaType for UpdateDvsCapabilityRequestType {
 impl x::Structure for UpdateDvsCapabilityRequestType {}
 impl std::fmt::Debug for UpdateDvsCapabilityRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateDvsCapabilityRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateDvsCapabilityRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateDvsCapabilityRequestType {
@@ -2149,12 +2169,12 @@ impl x::SchemaType for UpdateExtensionRequestType {
 impl x::Structure for UpdateExtensionRequestType {}
 impl std::fmt::Debug for UpdateExtensionRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateExtensionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateExtensionRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateExtensionRequestType {
@@ -2203,12 +2223,12 @@ impl x::SchemaType for UpdateFlagsRequestType {
 impl x::Structure for UpdateFlagsRequestType {}
 impl std::fmt::Debug for UpdateFlagsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateFlagsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateFlagsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateFlagsRequestType {
@@ -2257,12 +2277,12 @@ impl x::SchemaType for UpdateGraphicsConfigRequestType {
 impl x::Structure for UpdateGraphicsConfigRequestType {}
 impl std::fmt::Debug for UpdateGraphicsConfigRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateGraphicsConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateGraphicsConfigRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateGraphicsConfigRequestType {
@@ -2311,12 +2331,16 @@ impl x::SchemaType for UpdateHostImageAcceptanceLevelRequestType {
 impl x::Structure for UpdateHostImageAcceptanceLevelRequestType {}
 impl std::fmt::Debug for UpdateHostImageAcceptanceLevelRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "UpdateHostImageAcceptanceLevelRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for UpdateHostImageAcceptanceLevelRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateHostImageAcceptanceLevelRequestType {
@@ -2365,12 +2389,12 @@ impl x::SchemaType for UpdateHostProfileRequestType {
 impl x::Structure for UpdateHostProfileRequestType {}
 impl std::fmt::Debug for UpdateHostProfileRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateHostProfileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateHostProfileRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateHostProfileRequestType {
@@ -2421,12 +2445,12 @@ impl x::SchemaType for UpdateHostSpecificationRequestType {
 impl x::Structure for UpdateHostSpecificationRequestType {}
 impl std::fmt::Debug for UpdateHostSpecificationRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateHostSpecificationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateHostSpecificationRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateHostSpecificationRequestType {
@@ -2479,12 +2503,12 @@ impl x::SchemaType for UpdateHostSubSpecificationRequestType {
 impl x::Structure for UpdateHostSubSpecificationRequestType {}
 impl std::fmt::Debug for UpdateHostSubSpecificationRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateHostSubSpecificationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateHostSubSpecificationRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateHostSubSpecificationRequestType {
@@ -2537,12 +2561,12 @@ impl x::SchemaType for UpdateHppMultipathLunPolicyRequestType {
 impl x::Structure for UpdateHppMultipathLunPolicyRequestType {}
 impl std::fmt::Debug for UpdateHppMultipathLunPolicyRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateHppMultipathLunPolicyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateHppMultipathLunPolicyRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateHppMultipathLunPolicyRequestType {
@@ -2597,12 +2621,16 @@ impl x::SchemaType for UpdateInternetScsiAdvancedOptionsRequestType {
 impl x::Structure for UpdateInternetScsiAdvancedOptionsRequestType {}
 impl std::fmt::Debug for UpdateInternetScsiAdvancedOptionsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "UpdateInternetScsiAdvancedOptionsRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for UpdateInternetScsiAdvancedOptionsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateInternetScsiAdvancedOptionsRequestType {
@@ -2667,12 +2695,12 @@ impl x::SchemaType for UpdateInternetScsiAliasRequestType {
 impl x::Structure for UpdateInternetScsiAliasRequestType {}
 impl std::fmt::Debug for UpdateInternetScsiAliasRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateInternetScsiAliasRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateInternetScsiAliasRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateInternetScsiAliasRequestType {
@@ -2727,12 +2755,16 @@ impl x::SchemaType for UpdateInternetScsiAuthenticationPropertiesRequestType {
 impl x::Structure for UpdateInternetScsiAuthenticationPropertiesRequestType {}
 impl std::fmt::Debug for UpdateInternetScsiAuthenticationPropertiesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "UpdateInternetScsiAuthenticationPropertiesRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for UpdateInternetScsiAuthenticationPropertiesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateInternetScsiAuthenticationPropertiesRequestType {
@@ -2789,12 +2821,16 @@ impl x::SchemaType for UpdateInternetScsiDigestPropertiesRequestType {
 impl x::Structure for UpdateInternetScsiDigestPropertiesRequestType {}
 impl std::fmt::Debug for UpdateInternetScsiDigestPropertiesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "UpdateInternetScsiDigestPropertiesRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for UpdateInternetScsiDigestPropertiesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateInternetScsiDigestPropertiesRequestType {
@@ -2849,12 +2885,16 @@ impl x::SchemaType for UpdateInternetScsiDiscoveryPropertiesRequestType {
 impl x::Structure for UpdateInternetScsiDiscoveryPropertiesRequestType {}
 impl std::fmt::Debug for UpdateInternetScsiDiscoveryPropertiesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "UpdateInternetScsiDiscoveryPropertiesRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for UpdateInternetScsiDiscoveryPropertiesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateInternetScsiDiscoveryPropertiesRequestType {
@@ -2907,12 +2947,16 @@ impl x::SchemaType for UpdateInternetScsiIPPropertiesRequestType {
 impl x::Structure for UpdateInternetScsiIPPropertiesRequestType {}
 impl std::fmt::Debug for UpdateInternetScsiIPPropertiesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "UpdateInternetScsiIPPropertiesRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for UpdateInternetScsiIPPropertiesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateInternetScsiIPPropertiesRequestType {
@@ -2965,12 +3009,12 @@ impl x::SchemaType for UpdateInternetScsiNameRequestType {
 impl x::Structure for UpdateInternetScsiNameRequestType {}
 impl std::fmt::Debug for UpdateInternetScsiNameRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateInternetScsiNameRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateInternetScsiNameRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateInternetScsiNameRequestType {
@@ -3021,12 +3065,12 @@ impl x::SchemaType for UpdateIpConfigRequestType {
 impl x::Structure for UpdateIpConfigRequestType {}
 impl std::fmt::Debug for UpdateIpConfigRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateIpConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateIpConfigRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateIpConfigRequestType {
@@ -3077,12 +3121,12 @@ impl x::SchemaType for UpdateIpPoolRequestType {
 impl x::Structure for UpdateIpPoolRequestType {}
 impl std::fmt::Debug for UpdateIpPoolRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateIpPoolRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateIpPoolRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateIpPoolRequestType {
@@ -3133,12 +3177,12 @@ impl x::SchemaType for UpdateIpRouteConfigRequestType {
 impl x::Structure for UpdateIpRouteConfigRequestType {}
 impl std::fmt::Debug for UpdateIpRouteConfigRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateIpRouteConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateIpRouteConfigRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateIpRouteConfigRequestType {
@@ -3187,12 +3231,12 @@ impl x::SchemaType for UpdateIpRouteTableConfigRequestType {
 impl x::Structure for UpdateIpRouteTableConfigRequestType {}
 impl std::fmt::Debug for UpdateIpRouteTableConfigRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateIpRouteTableConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateIpRouteTableConfigRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateIpRouteTableConfigRequestType {
@@ -3241,12 +3285,12 @@ impl x::SchemaType for UpdateIpmiRequestType {
 impl x::Structure for UpdateIpmiRequestType {}
 impl std::fmt::Debug for UpdateIpmiRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateIpmiRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateIpmiRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateIpmiRequestType {
@@ -3295,12 +3339,12 @@ impl x::SchemaType for UpdateKmipServerRequestType {
 impl x::Structure for UpdateKmipServerRequestType {}
 impl std::fmt::Debug for UpdateKmipServerRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateKmipServerRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateKmipServerRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateKmipServerRequestType {
@@ -3351,12 +3395,16 @@ impl x::SchemaType for UpdateKmsSignedCsrClientCertRequestType {
 impl x::Structure for UpdateKmsSignedCsrClientCertRequestType {}
 impl std::fmt::Debug for UpdateKmsSignedCsrClientCertRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "UpdateKmsSignedCsrClientCertRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for UpdateKmsSignedCsrClientCertRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateKmsSignedCsrClientCertRequestType {
@@ -3411,12 +3459,12 @@ impl x::SchemaType for UpdateLicenseLabelRequestType {
 impl x::Structure for UpdateLicenseLabelRequestType {}
 impl std::fmt::Debug for UpdateLicenseLabelRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateLicenseLabelRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateLicenseLabelRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateLicenseLabelRequestType {
@@ -3444,140 +3492,6 @@ impl x::Fields for UpdateLicenseLabelRequestType {
 }
 impl x::Request for UpdateLicenseLabelRequestType {
     const NAME: &'static str = "UpdateLicenseLabel";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `UpdateLicenseRequestType`.
-#[derive(Default)]
-pub struct UpdateLicenseRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `licenseKey`.
-    pub license_key: String,
-    /// `labels`.
-    pub labels: Vec<KeyValue>,
-}
-impl x::SchemaType for UpdateLicenseRequestType {
-    const TYPE_NAME: &'static str = "UpdateLicenseRequestType";
-}
-impl x::Structure for UpdateLicenseRequestType {}
-impl std::fmt::Debug for UpdateLicenseRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for UpdateLicenseRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for UpdateLicenseRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            license_key: self.license_key.clone(),
-            labels: x::clone_vec(&self.labels),
-        }
-    }
-}
-impl x::Fields for UpdateLicenseRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "licenseKey" => r.read(&mut self.license_key),
-            "labels" => r.read_push(&mut self.labels),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("licenseKey", &self.license_key);
-        w.write_vec("labels", &self.labels);
-    }
-}
-impl x::Request for UpdateLicenseRequestType {
-    const NAME: &'static str = "UpdateLicense";
-    const IDEMPOTENT: bool = false;
-    type Response = LicenseManagerLicenseInfo;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `UpdateLinkedChildrenRequestType`.
-#[derive(Default)]
-pub struct UpdateLinkedChildrenRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `addChangeSet`.
-    pub add_change_set: Vec<VirtualAppLinkInfo>,
-    /// `removeSet`.
-    pub remove_set: Vec<x::ManagedObjectReference>,
-}
-impl x::SchemaType for UpdateLinkedChildrenRequestType {
-    const TYPE_NAME: &'static str = "UpdateLinkedChildrenRequestType";
-}
-impl x::Structure for UpdateLinkedChildrenRequestType {}
-impl std::fmt::Debug for UpdateLinkedChildrenRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for UpdateLinkedChildrenRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for UpdateLinkedChildrenRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            add_change_set: x::clone_vec(&self.add_change_set),
-            remove_set: x::clone_vec(&self.remove_set),
-        }
-    }
-}
-impl x::Fields for UpdateLinkedChildrenRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "addChangeSet" => r.read_push(&mut self.add_change_set),
-            "removeSet" => r.read_push(&mut self.remove_set),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("addChangeSet", &self.add_change_set);
-        w.write_vec("removeSet", &self.remove_set);
-    }
-}
-impl x::Request for UpdateLinkedChildrenRequestType {
-    const NAME: &'static str = "UpdateLinkedChildren";
     const IDEMPOTENT: bool = false;
     type Response = ();
     fn this(&self) -> &x::ManagedObjectReference {

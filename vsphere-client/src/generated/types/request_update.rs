@@ -5,6 +5,140 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `UpdateLicenseRequestType`.
+#[derive(Default)]
+pub struct UpdateLicenseRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `licenseKey`.
+    pub license_key: String,
+    /// `labels`.
+    pub labels: Vec<KeyValue>,
+}
+impl x::SchemaType for UpdateLicenseRequestType {
+    const TYPE_NAME: &'static str = "UpdateLicenseRequestType";
+}
+impl x::Structure for UpdateLicenseRequestType {}
+impl std::fmt::Debug for UpdateLicenseRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "UpdateLicenseRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for UpdateLicenseRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for UpdateLicenseRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            license_key: self.license_key.clone(),
+            labels: x::clone_vec(&self.labels),
+        }
+    }
+}
+impl x::Fields for UpdateLicenseRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "licenseKey" => r.read(&mut self.license_key),
+            "labels" => r.read_push(&mut self.labels),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("licenseKey", &self.license_key);
+        w.write_vec("labels", &self.labels);
+    }
+}
+impl x::Request for UpdateLicenseRequestType {
+    const NAME: &'static str = "UpdateLicense";
+    const IDEMPOTENT: bool = false;
+    type Response = LicenseManagerLicenseInfo;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `UpdateLinkedChildrenRequestType`.
+#[derive(Default)]
+pub struct UpdateLinkedChildrenRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `addChangeSet`.
+    pub add_change_set: Vec<VirtualAppLinkInfo>,
+    /// `removeSet`.
+    pub remove_set: Vec<x::ManagedObjectReference>,
+}
+impl x::SchemaType for UpdateLinkedChildrenRequestType {
+    const TYPE_NAME: &'static str = "UpdateLinkedChildrenRequestType";
+}
+impl x::Structure for UpdateLinkedChildrenRequestType {}
+impl std::fmt::Debug for UpdateLinkedChildrenRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "UpdateLinkedChildrenRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for UpdateLinkedChildrenRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for UpdateLinkedChildrenRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            add_change_set: x::clone_vec(&self.add_change_set),
+            remove_set: x::clone_vec(&self.remove_set),
+        }
+    }
+}
+impl x::Fields for UpdateLinkedChildrenRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "addChangeSet" => r.read_push(&mut self.add_change_set),
+            "removeSet" => r.read_push(&mut self.remove_set),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write_vec("addChangeSet", &self.add_change_set);
+        w.write_vec("removeSet", &self.remove_set);
+    }
+}
+impl x::Request for UpdateLinkedChildrenRequestType {
+    const NAME: &'static str = "UpdateLinkedChildren";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
 /// `UpdateLocalSwapDatastoreRequestType`.
 #[derive(Clone, Default)]
 pub struct UpdateLocalSwapDatastoreRequestType {
@@ -19,12 +153,12 @@ impl x::SchemaType for UpdateLocalSwapDatastoreRequestType {
 impl x::Structure for UpdateLocalSwapDatastoreRequestType {}
 impl std::fmt::Debug for UpdateLocalSwapDatastoreRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateLocalSwapDatastoreRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateLocalSwapDatastoreRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateLocalSwapDatastoreRequestType {
@@ -73,12 +207,12 @@ impl x::SchemaType for UpdateLockdownExceptionsRequestType {
 impl x::Structure for UpdateLockdownExceptionsRequestType {}
 impl std::fmt::Debug for UpdateLockdownExceptionsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateLockdownExceptionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateLockdownExceptionsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateLockdownExceptionsRequestType {
@@ -137,12 +271,12 @@ impl x::SchemaType for UpdateModuleOptionStringRequestType {
 impl x::Structure for UpdateModuleOptionStringRequestType {}
 impl std::fmt::Debug for UpdateModuleOptionStringRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateModuleOptionStringRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateModuleOptionStringRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateModuleOptionStringRequestType {
@@ -195,12 +329,12 @@ impl x::SchemaType for UpdateNetworkConfigRequestType {
 impl x::Structure for UpdateNetworkConfigRequestType {}
 impl std::fmt::Debug for UpdateNetworkConfigRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateNetworkConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateNetworkConfigRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateNetworkConfigRequestType {
@@ -251,12 +385,12 @@ impl x::SchemaType for UpdateNetworkResourcePoolRequestType {
 impl x::Structure for UpdateNetworkResourcePoolRequestType {}
 impl std::fmt::Debug for UpdateNetworkResourcePoolRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateNetworkResourcePoolRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateNetworkResourcePoolRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateNetworkResourcePoolRequestType {
@@ -313,12 +447,12 @@ impl x::SchemaType for UpdateOptionsRequestType {
 impl x::Structure for UpdateOptionsRequestType {}
 impl std::fmt::Debug for UpdateOptionsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateOptionsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateOptionsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateOptionsRequestType {
@@ -375,12 +509,12 @@ impl x::SchemaType for UpdatePassthruConfigRequestType {
 impl x::Structure for UpdatePassthruConfigRequestType {}
 impl std::fmt::Debug for UpdatePassthruConfigRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdatePassthruConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdatePassthruConfigRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdatePassthruConfigRequestType {
@@ -437,12 +571,12 @@ impl x::SchemaType for UpdatePerfIntervalRequestType {
 impl x::Structure for UpdatePerfIntervalRequestType {}
 impl std::fmt::Debug for UpdatePerfIntervalRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdatePerfIntervalRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdatePerfIntervalRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdatePerfIntervalRequestType {
@@ -493,12 +627,12 @@ impl x::SchemaType for UpdatePhysicalNicLinkSpeedRequestType {
 impl x::Structure for UpdatePhysicalNicLinkSpeedRequestType {}
 impl std::fmt::Debug for UpdatePhysicalNicLinkSpeedRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdatePhysicalNicLinkSpeedRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdatePhysicalNicLinkSpeedRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdatePhysicalNicLinkSpeedRequestType {
@@ -551,12 +685,12 @@ impl x::SchemaType for UpdatePortGroupRequestType {
 impl x::Structure for UpdatePortGroupRequestType {}
 impl std::fmt::Debug for UpdatePortGroupRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdatePortGroupRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdatePortGroupRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdatePortGroupRequestType {
@@ -607,12 +741,12 @@ impl x::SchemaType for UpdateProductLockerLocationRequestType {
 impl x::Structure for UpdateProductLockerLocationRequestType {}
 impl std::fmt::Debug for UpdateProductLockerLocationRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateProductLockerLocationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateProductLockerLocationRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateProductLockerLocationRequestType {
@@ -661,12 +795,12 @@ impl x::SchemaType for UpdateProgressRequestType {
 impl x::Structure for UpdateProgressRequestType {}
 impl std::fmt::Debug for UpdateProgressRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateProgressRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateProgressRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateProgressRequestType {
@@ -715,12 +849,12 @@ impl x::SchemaType for UpdateReferenceHostRequestType {
 impl x::Structure for UpdateReferenceHostRequestType {}
 impl std::fmt::Debug for UpdateReferenceHostRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateReferenceHostRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateReferenceHostRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateReferenceHostRequestType {
@@ -771,12 +905,12 @@ impl x::SchemaType for UpdateRulesetRequestType {
 impl x::Structure for UpdateRulesetRequestType {}
 impl std::fmt::Debug for UpdateRulesetRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateRulesetRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateRulesetRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateRulesetRequestType {
@@ -829,12 +963,12 @@ impl x::SchemaType for UpdateScsiLunDisplayNameRequestType {
 impl x::Structure for UpdateScsiLunDisplayNameRequestType {}
 impl std::fmt::Debug for UpdateScsiLunDisplayNameRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateScsiLunDisplayNameRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateScsiLunDisplayNameRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateScsiLunDisplayNameRequestType {
@@ -887,12 +1021,12 @@ impl x::SchemaType for UpdateSelfSignedClientCertRequestType {
 impl x::Structure for UpdateSelfSignedClientCertRequestType {}
 impl std::fmt::Debug for UpdateSelfSignedClientCertRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateSelfSignedClientCertRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateSelfSignedClientCertRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateSelfSignedClientCertRequestType {
@@ -945,12 +1079,16 @@ impl x::SchemaType for UpdateServiceConsoleVirtualNicRequestType {
 impl x::Structure for UpdateServiceConsoleVirtualNicRequestType {}
 impl std::fmt::Debug for UpdateServiceConsoleVirtualNicRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "UpdateServiceConsoleVirtualNicRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for UpdateServiceConsoleVirtualNicRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateServiceConsoleVirtualNicRequestType {
@@ -1001,12 +1139,12 @@ impl x::SchemaType for UpdateServiceMessageRequestType {
 impl x::Structure for UpdateServiceMessageRequestType {}
 impl std::fmt::Debug for UpdateServiceMessageRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateServiceMessageRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateServiceMessageRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateServiceMessageRequestType {
@@ -1057,12 +1195,12 @@ impl x::SchemaType for UpdateServicePolicyRequestType {
 impl x::Structure for UpdateServicePolicyRequestType {}
 impl std::fmt::Debug for UpdateServicePolicyRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateServicePolicyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateServicePolicyRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateServicePolicyRequestType {
@@ -1113,12 +1251,16 @@ impl x::SchemaType for UpdateSoftwareInternetScsiEnabledRequestType {
 impl x::Structure for UpdateSoftwareInternetScsiEnabledRequestType {}
 impl std::fmt::Debug for UpdateSoftwareInternetScsiEnabledRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "UpdateSoftwareInternetScsiEnabledRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for UpdateSoftwareInternetScsiEnabledRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateSoftwareInternetScsiEnabledRequestType {
@@ -1167,12 +1309,12 @@ impl x::SchemaType for UpdateSystemResourcesRequestType {
 impl x::Structure for UpdateSystemResourcesRequestType {}
 impl std::fmt::Debug for UpdateSystemResourcesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateSystemResourcesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateSystemResourcesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateSystemResourcesRequestType {
@@ -1221,12 +1363,16 @@ impl x::SchemaType for UpdateSystemSwapConfigurationRequestType {
 impl x::Structure for UpdateSystemSwapConfigurationRequestType {}
 impl std::fmt::Debug for UpdateSystemSwapConfigurationRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "UpdateSystemSwapConfigurationRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for UpdateSystemSwapConfigurationRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateSystemSwapConfigurationRequestType {
@@ -1275,12 +1421,12 @@ impl x::SchemaType for UpdateSystemUsersRequestType {
 impl x::Structure for UpdateSystemUsersRequestType {}
 impl std::fmt::Debug for UpdateSystemUsersRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateSystemUsersRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateSystemUsersRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateSystemUsersRequestType {
@@ -1337,12 +1483,12 @@ impl x::SchemaType for UpdateUserRequestType {
 impl x::Structure for UpdateUserRequestType {}
 impl std::fmt::Debug for UpdateUserRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateUserRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateUserRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateUserRequestType {
@@ -1391,12 +1537,12 @@ impl x::SchemaType for UpdateVAppConfigRequestType {
 impl x::Structure for UpdateVAppConfigRequestType {}
 impl std::fmt::Debug for UpdateVAppConfigRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateVAppConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateVAppConfigRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateVAppConfigRequestType {
@@ -1445,12 +1591,16 @@ impl x::SchemaType for UpdateVStorageInfrastructureObjectPolicyRequestType {
 impl x::Structure for UpdateVStorageInfrastructureObjectPolicyRequestType {}
 impl std::fmt::Debug for UpdateVStorageInfrastructureObjectPolicyRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "UpdateVStorageInfrastructureObjectPolicyRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for UpdateVStorageInfrastructureObjectPolicyRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateVStorageInfrastructureObjectPolicyRequestType {
@@ -1505,12 +1655,12 @@ impl x::SchemaType for UpdateVStorageObjectCryptoRequestType {
 impl x::Structure for UpdateVStorageObjectCryptoRequestType {}
 impl std::fmt::Debug for UpdateVStorageObjectCryptoRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateVStorageObjectCryptoRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateVStorageObjectCryptoRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateVStorageObjectCryptoRequestType {
@@ -1580,12 +1730,12 @@ impl x::SchemaType for UpdateVStorageObjectPolicyRequestType {
 impl x::Structure for UpdateVStorageObjectPolicyRequestType {}
 impl std::fmt::Debug for UpdateVStorageObjectPolicyRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateVStorageObjectPolicyRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateVStorageObjectPolicyRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateVStorageObjectPolicyRequestType {
@@ -1648,12 +1798,16 @@ impl x::SchemaType for UpdateVVolVirtualMachineFilesRequestType {
 impl x::Structure for UpdateVVolVirtualMachineFilesRequestType {}
 impl std::fmt::Debug for UpdateVVolVirtualMachineFilesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "UpdateVVolVirtualMachineFilesRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for UpdateVVolVirtualMachineFilesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateVVolVirtualMachineFilesRequestType {
@@ -1710,12 +1864,12 @@ impl x::SchemaType for UpdateVirtualMachineFilesRequestType {
 impl x::Structure for UpdateVirtualMachineFilesRequestType {}
 impl std::fmt::Debug for UpdateVirtualMachineFilesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateVirtualMachineFilesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateVirtualMachineFilesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateVirtualMachineFilesRequestType {
@@ -1778,12 +1932,12 @@ impl x::SchemaType for UpdateVirtualNicRequestType {
 impl x::Structure for UpdateVirtualNicRequestType {}
 impl std::fmt::Debug for UpdateVirtualNicRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateVirtualNicRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateVirtualNicRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateVirtualNicRequestType {
@@ -1836,12 +1990,12 @@ impl x::SchemaType for UpdateVirtualSwitchRequestType {
 impl x::Structure for UpdateVirtualSwitchRequestType {}
 impl std::fmt::Debug for UpdateVirtualSwitchRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateVirtualSwitchRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateVirtualSwitchRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateVirtualSwitchRequestType {
@@ -1894,12 +2048,12 @@ impl x::SchemaType for UpdateVmfsUnmapBandwidthRequestType {
 impl x::Structure for UpdateVmfsUnmapBandwidthRequestType {}
 impl std::fmt::Debug for UpdateVmfsUnmapBandwidthRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateVmfsUnmapBandwidthRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateVmfsUnmapBandwidthRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateVmfsUnmapBandwidthRequestType {
@@ -1952,12 +2106,12 @@ impl x::SchemaType for UpdateVmfsUnmapPriorityRequestType {
 impl x::Structure for UpdateVmfsUnmapPriorityRequestType {}
 impl std::fmt::Debug for UpdateVmfsUnmapPriorityRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateVmfsUnmapPriorityRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateVmfsUnmapPriorityRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateVmfsUnmapPriorityRequestType {
@@ -2008,12 +2162,12 @@ impl x::SchemaType for UpdateVsanRequestType {
 impl x::Structure for UpdateVsanRequestType {}
 impl std::fmt::Debug for UpdateVsanRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateVsanRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateVsanRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateVsanRequestType {

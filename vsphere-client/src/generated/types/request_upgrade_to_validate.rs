@@ -27,12 +27,12 @@ impl x::SchemaType for UpgradeIoFilterRequestType {
 impl x::Structure for UpgradeIoFilterRequestType {}
 impl std::fmt::Debug for UpgradeIoFilterRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpgradeIoFilterRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpgradeIoFilterRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpgradeIoFilterRequestType {
@@ -95,12 +95,12 @@ impl x::SchemaType for UpgradeToolsRequestType {
 impl x::Structure for UpgradeToolsRequestType {}
 impl std::fmt::Debug for UpgradeToolsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpgradeToolsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpgradeToolsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpgradeToolsRequestType {
@@ -149,12 +149,12 @@ impl x::SchemaType for UpgradeVMRequestType {
 impl x::Structure for UpgradeVMRequestType {}
 impl std::fmt::Debug for UpgradeVMRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpgradeVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpgradeVMRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpgradeVMRequestType {
@@ -201,12 +201,12 @@ impl x::SchemaType for UpgradeVmLayoutRequestType {
 impl x::Structure for UpgradeVmLayoutRequestType {}
 impl std::fmt::Debug for UpgradeVmLayoutRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpgradeVmLayoutRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpgradeVmLayoutRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpgradeVmLayoutRequestType {
@@ -253,12 +253,12 @@ impl x::SchemaType for UpgradeVmfsRequestType {
 impl x::Structure for UpgradeVmfsRequestType {}
 impl std::fmt::Debug for UpgradeVmfsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpgradeVmfsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpgradeVmfsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpgradeVmfsRequestType {
@@ -309,12 +309,12 @@ impl x::SchemaType for UpgradeVsanObjectsRequestType {
 impl x::Structure for UpgradeVsanObjectsRequestType {}
 impl std::fmt::Debug for UpgradeVsanObjectsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpgradeVsanObjectsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UpgradeVsanObjectsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpgradeVsanObjectsRequestType {
@@ -378,12 +378,12 @@ impl x::SchemaType for UploadClientCertRequestType {
 impl x::Structure for UploadClientCertRequestType {}
 impl std::fmt::Debug for UploadClientCertRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UploadClientCertRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UploadClientCertRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UploadClientCertRequestType {
@@ -438,12 +438,12 @@ impl x::SchemaType for UploadKmipServerCertRequestType {
 impl x::Structure for UploadKmipServerCertRequestType {}
 impl std::fmt::Debug for UploadKmipServerCertRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UploadKmipServerCertRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UploadKmipServerCertRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UploadKmipServerCertRequestType {
@@ -500,12 +500,16 @@ impl x::SchemaType for VCenterUpdateVStorageObjectMetadataExRequestType {
 impl x::Structure for VCenterUpdateVStorageObjectMetadataExRequestType {}
 impl std::fmt::Debug for VCenterUpdateVStorageObjectMetadataExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VCenterUpdateVStorageObjectMetadataExRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VCenterUpdateVStorageObjectMetadataExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VCenterUpdateVStorageObjectMetadataExRequestType {
@@ -589,12 +593,16 @@ impl x::SchemaType for VStorageObjectCreateSnapshotExRequestType {
 impl x::Structure for VStorageObjectCreateSnapshotExRequestType {}
 impl std::fmt::Debug for VStorageObjectCreateSnapshotExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VStorageObjectCreateSnapshotExRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VStorageObjectCreateSnapshotExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VStorageObjectCreateSnapshotExRequestType {
@@ -662,12 +670,16 @@ impl x::SchemaType for VStorageObjectCreateSnapshotRequestType {
 impl x::Structure for VStorageObjectCreateSnapshotRequestType {}
 impl std::fmt::Debug for VStorageObjectCreateSnapshotRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VStorageObjectCreateSnapshotRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VStorageObjectCreateSnapshotRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VStorageObjectCreateSnapshotRequestType {
@@ -734,12 +746,16 @@ impl x::SchemaType for VStorageObjectDeleteSnapshotEx2RequestType {
 impl x::Structure for VStorageObjectDeleteSnapshotEx2RequestType {}
 impl std::fmt::Debug for VStorageObjectDeleteSnapshotEx2RequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VStorageObjectDeleteSnapshotEx2RequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VStorageObjectDeleteSnapshotEx2RequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VStorageObjectDeleteSnapshotEx2RequestType {
@@ -807,12 +823,16 @@ impl x::SchemaType for VStorageObjectDeleteSnapshotExRequestType {
 impl x::Structure for VStorageObjectDeleteSnapshotExRequestType {}
 impl std::fmt::Debug for VStorageObjectDeleteSnapshotExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VStorageObjectDeleteSnapshotExRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VStorageObjectDeleteSnapshotExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VStorageObjectDeleteSnapshotExRequestType {
@@ -880,12 +900,12 @@ impl x::SchemaType for VStorageObjectExtendDiskExRequestType {
 impl x::Structure for VStorageObjectExtendDiskExRequestType {}
 impl std::fmt::Debug for VStorageObjectExtendDiskExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VStorageObjectExtendDiskExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for VStorageObjectExtendDiskExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VStorageObjectExtendDiskExRequestType {
@@ -941,12 +961,12 @@ impl x::SchemaType for ValidateCredentialsInGuestRequestType {
 impl x::Structure for ValidateCredentialsInGuestRequestType {}
 impl std::fmt::Debug for ValidateCredentialsInGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ValidateCredentialsInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ValidateCredentialsInGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ValidateCredentialsInGuestRequestType {
@@ -999,12 +1019,12 @@ impl x::SchemaType for ValidateHCIConfigurationRequestType {
 impl x::Structure for ValidateHCIConfigurationRequestType {}
 impl std::fmt::Debug for ValidateHCIConfigurationRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ValidateHCIConfigurationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ValidateHCIConfigurationRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ValidateHCIConfigurationRequestType {
@@ -1076,12 +1096,16 @@ impl x::SchemaType for ValidateHostProfileCompositionRequestType {
 impl x::Structure for ValidateHostProfileCompositionRequestType {}
 impl std::fmt::Debug for ValidateHostProfileCompositionRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ValidateHostProfileCompositionRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ValidateHostProfileCompositionRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ValidateHostProfileCompositionRequestType {
@@ -1160,12 +1184,12 @@ impl x::SchemaType for ValidateHostRequestType {
 impl x::Structure for ValidateHostRequestType {}
 impl std::fmt::Debug for ValidateHostRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ValidateHostRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ValidateHostRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ValidateHostRequestType {
@@ -1226,12 +1250,12 @@ impl x::SchemaType for ValidateMigrationRequestType {
 impl x::Structure for ValidateMigrationRequestType {}
 impl std::fmt::Debug for ValidateMigrationRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ValidateMigrationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ValidateMigrationRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ValidateMigrationRequestType {
@@ -1302,12 +1326,12 @@ impl x::SchemaType for ValidateStoragePodConfigRequestType {
 impl x::Structure for ValidateStoragePodConfigRequestType {}
 impl std::fmt::Debug for ValidateStoragePodConfigRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ValidateStoragePodConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ValidateStoragePodConfigRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ValidateStoragePodConfigRequestType {

@@ -27,12 +27,16 @@ impl x::SchemaType for VstorageObjectVCenterQueryChangedDiskAreasRequestType {
 impl x::Structure for VstorageObjectVCenterQueryChangedDiskAreasRequestType {}
 impl std::fmt::Debug for VstorageObjectVCenterQueryChangedDiskAreasRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VstorageObjectVCenterQueryChangedDiskAreasRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VstorageObjectVCenterQueryChangedDiskAreasRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VstorageObjectVCenterQueryChangedDiskAreasRequestType {
@@ -91,12 +95,12 @@ impl x::SchemaType for WaitForUpdatesExRequestType {
 impl x::Structure for WaitForUpdatesExRequestType {}
 impl std::fmt::Debug for WaitForUpdatesExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "WaitForUpdatesExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for WaitForUpdatesExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for WaitForUpdatesExRequestType {
@@ -147,12 +151,12 @@ impl x::SchemaType for WaitForUpdatesRequestType {
 impl x::Structure for WaitForUpdatesRequestType {}
 impl std::fmt::Debug for WaitForUpdatesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "WaitForUpdatesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for WaitForUpdatesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for WaitForUpdatesRequestType {
@@ -201,12 +205,12 @@ impl x::SchemaType for XmlToCustomizationSpecItemRequestType {
 impl x::Structure for XmlToCustomizationSpecItemRequestType {}
 impl std::fmt::Debug for XmlToCustomizationSpecItemRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "XmlToCustomizationSpecItemRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for XmlToCustomizationSpecItemRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for XmlToCustomizationSpecItemRequestType {
@@ -257,12 +261,12 @@ impl x::SchemaType for ZeroFillVirtualDiskRequestType {
 impl x::Structure for ZeroFillVirtualDiskRequestType {}
 impl std::fmt::Debug for ZeroFillVirtualDiskRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ZeroFillVirtualDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ZeroFillVirtualDiskRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ZeroFillVirtualDiskRequestType {
@@ -313,12 +317,12 @@ impl x::SchemaType for ConfigureVchaRequestType {
 impl x::Structure for ConfigureVchaRequestType {}
 impl std::fmt::Debug for ConfigureVchaRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "configureVchaRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ConfigureVchaRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ConfigureVchaRequestType {
@@ -369,12 +373,12 @@ impl x::SchemaType for CreatePassiveNodeRequestType {
 impl x::Structure for CreatePassiveNodeRequestType {}
 impl std::fmt::Debug for CreatePassiveNodeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "createPassiveNodeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreatePassiveNodeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreatePassiveNodeRequestType {
@@ -427,12 +431,12 @@ impl x::SchemaType for CreateWitnessNodeRequestType {
 impl x::Structure for CreateWitnessNodeRequestType {}
 impl std::fmt::Debug for CreateWitnessNodeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "createWitnessNodeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CreateWitnessNodeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CreateWitnessNodeRequestType {
@@ -483,12 +487,12 @@ impl x::SchemaType for DeployVchaRequestType {
 impl x::Structure for DeployVchaRequestType {}
 impl std::fmt::Debug for DeployVchaRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "deployVchaRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeployVchaRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeployVchaRequestType {
@@ -535,12 +539,12 @@ impl x::SchemaType for DestroyVchaRequestType {
 impl x::Structure for DestroyVchaRequestType {}
 impl std::fmt::Debug for DestroyVchaRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "destroyVchaRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DestroyVchaRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DestroyVchaRequestType {
@@ -585,12 +589,12 @@ impl x::SchemaType for FetchSoftwarePackagesRequestType {
 impl x::Structure for FetchSoftwarePackagesRequestType {}
 impl std::fmt::Debug for FetchSoftwarePackagesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "fetchSoftwarePackagesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for FetchSoftwarePackagesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for FetchSoftwarePackagesRequestType {
@@ -635,12 +639,12 @@ impl x::SchemaType for GetClusterModeRequestType {
 impl x::Structure for GetClusterModeRequestType {}
 impl std::fmt::Debug for GetClusterModeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "getClusterModeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for GetClusterModeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for GetClusterModeRequestType {
@@ -685,12 +689,12 @@ impl x::SchemaType for GetVchaConfigRequestType {
 impl x::Structure for GetVchaConfigRequestType {}
 impl std::fmt::Debug for GetVchaConfigRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "getVchaConfigRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for GetVchaConfigRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for GetVchaConfigRequestType {
@@ -737,12 +741,12 @@ impl x::SchemaType for InitiateFailoverRequestType {
 impl x::Structure for InitiateFailoverRequestType {}
 impl std::fmt::Debug for InitiateFailoverRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "initiateFailoverRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for InitiateFailoverRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for InitiateFailoverRequestType {
@@ -789,12 +793,12 @@ impl x::SchemaType for InstallDateRequestType {
 impl x::Structure for InstallDateRequestType {}
 impl std::fmt::Debug for InstallDateRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "installDateRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for InstallDateRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for InstallDateRequestType {
@@ -841,12 +845,12 @@ impl x::SchemaType for PrepareVchaRequestType {
 impl x::Structure for PrepareVchaRequestType {}
 impl std::fmt::Debug for PrepareVchaRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "prepareVchaRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for PrepareVchaRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PrepareVchaRequestType {
@@ -893,12 +897,16 @@ impl x::SchemaType for QueryDatacenterConfigOptionDescriptorRequestType {
 impl x::Structure for QueryDatacenterConfigOptionDescriptorRequestType {}
 impl std::fmt::Debug for QueryDatacenterConfigOptionDescriptorRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "queryDatacenterConfigOptionDescriptorRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for QueryDatacenterConfigOptionDescriptorRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryDatacenterConfigOptionDescriptorRequestType {
@@ -945,12 +953,16 @@ impl x::SchemaType for ReloadVirtualMachineFromPathRequestType {
 impl x::Structure for ReloadVirtualMachineFromPathRequestType {}
 impl std::fmt::Debug for ReloadVirtualMachineFromPathRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "reloadVirtualMachineFromPathRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ReloadVirtualMachineFromPathRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReloadVirtualMachineFromPathRequestType {
@@ -999,12 +1011,12 @@ impl x::SchemaType for SetClusterModeRequestType {
 impl x::Structure for SetClusterModeRequestType {}
 impl std::fmt::Debug for SetClusterModeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "setClusterModeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetClusterModeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetClusterModeRequestType {
@@ -1055,12 +1067,12 @@ impl x::SchemaType for SetCustomValueRequestType {
 impl x::Structure for SetCustomValueRequestType {}
 impl std::fmt::Debug for SetCustomValueRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "setCustomValueRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SetCustomValueRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SetCustomValueRequestType {
@@ -1121,12 +1133,12 @@ impl x::SchemaType for StartDpuFailoverRequestType {
 impl x::Structure for StartDpuFailoverRequestType {}
 impl std::fmt::Debug for StartDpuFailoverRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "startDpuFailoverRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for StartDpuFailoverRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StartDpuFailoverRequestType {
@@ -1176,12 +1188,12 @@ impl x::SchemaType for UnregisterVAppRequestType {
 impl x::Structure for UnregisterVAppRequestType {}
 impl std::fmt::Debug for UnregisterVAppRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "unregisterVAppRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for UnregisterVAppRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UnregisterVAppRequestType {

@@ -75,12 +75,12 @@ impl x::SchemaType for ScsiLun {
 impl x::Structure for ScsiLun {}
 impl std::fmt::Debug for ScsiLun {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ScsiLun", x::fields_ref(self))
     }
 }
 impl PartialEq for ScsiLun {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ScsiLun {
@@ -221,12 +221,12 @@ impl x::SchemaType for ScsiLunCapabilities {
 impl x::Structure for ScsiLunCapabilities {}
 impl std::fmt::Debug for ScsiLunCapabilities {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ScsiLunCapabilities", x::fields_ref(self))
     }
 }
 impl PartialEq for ScsiLunCapabilities {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ScsiLunCapabilities {
@@ -262,12 +262,12 @@ impl x::SchemaType for ScsiLunDescriptor {
 impl x::Structure for ScsiLunDescriptor {}
 impl std::fmt::Debug for ScsiLunDescriptor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ScsiLunDescriptor", x::fields_ref(self))
     }
 }
 impl PartialEq for ScsiLunDescriptor {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ScsiLunDescriptor {
@@ -309,12 +309,12 @@ impl x::SchemaType for ScsiLunDurableName {
 impl x::Structure for ScsiLunDurableName {}
 impl std::fmt::Debug for ScsiLunDurableName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ScsiLunDurableName", x::fields_ref(self))
     }
 }
 impl PartialEq for ScsiLunDurableName {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ScsiLunDurableName {
@@ -367,12 +367,12 @@ impl x::SchemaType for SeSparseVirtualDiskSpec {
 impl x::Structure for SeSparseVirtualDiskSpec {}
 impl std::fmt::Debug for SeSparseVirtualDiskSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SeSparseVirtualDiskSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for SeSparseVirtualDiskSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for SeSparseVirtualDiskSpec {
@@ -428,12 +428,12 @@ impl x::SchemaType for SearchIndexFilter {
 impl x::Structure for SearchIndexFilter {}
 impl std::fmt::Debug for SearchIndexFilter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SearchIndexFilter", x::fields_ref(self))
     }
 }
 impl PartialEq for SearchIndexFilter {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for SearchIndexFilter {
@@ -485,12 +485,12 @@ impl x::SchemaType for SearchIndexIterationSpec {
 impl x::Structure for SearchIndexIterationSpec {}
 impl std::fmt::Debug for SearchIndexIterationSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SearchIndexIterationSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for SearchIndexIterationSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SearchIndexIterationSpec {
@@ -529,12 +529,12 @@ impl x::SchemaType for SearchIndexOptionalValue {
 impl x::Structure for SearchIndexOptionalValue {}
 impl std::fmt::Debug for SearchIndexOptionalValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SearchIndexOptionalValue", x::fields_ref(self))
     }
 }
 impl PartialEq for SearchIndexOptionalValue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SearchIndexOptionalValue {
@@ -591,12 +591,12 @@ impl x::SchemaType for SearchIndexPredicate {
 impl x::Structure for SearchIndexPredicate {}
 impl std::fmt::Debug for SearchIndexPredicate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SearchIndexPredicate", x::fields_ref(self))
     }
 }
 impl PartialEq for SearchIndexPredicate {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for SearchIndexPredicate {
@@ -672,12 +672,12 @@ impl x::SchemaType for SearchIndexQuerySpec {
 impl x::Structure for SearchIndexQuerySpec {}
 impl std::fmt::Debug for SearchIndexQuerySpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SearchIndexQuerySpec", x::fields_ref(self))
     }
 }
 impl PartialEq for SearchIndexQuerySpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for SearchIndexQuerySpec {
@@ -733,12 +733,12 @@ impl x::SchemaType for SearchIndexResourceItem {
 impl x::Structure for SearchIndexResourceItem {}
 impl std::fmt::Debug for SearchIndexResourceItem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SearchIndexResourceItem", x::fields_ref(self))
     }
 }
 impl PartialEq for SearchIndexResourceItem {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for SearchIndexResourceItem {
@@ -798,12 +798,12 @@ impl x::SchemaType for SearchIndexResultSet {
 impl x::Structure for SearchIndexResultSet {}
 impl std::fmt::Debug for SearchIndexResultSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SearchIndexResultSet", x::fields_ref(self))
     }
 }
 impl PartialEq for SearchIndexResultSet {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for SearchIndexResultSet {
@@ -860,13 +860,13 @@ impl x::Structure for SecondaryVmAlreadyDisabled {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SecondaryVmAlreadyDisabled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SecondaryVmAlreadyDisabled", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SecondaryVmAlreadyDisabled {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -929,13 +929,13 @@ impl x::Structure for SecondaryVmAlreadyEnabled {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SecondaryVmAlreadyEnabled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SecondaryVmAlreadyEnabled", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SecondaryVmAlreadyEnabled {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -998,13 +998,13 @@ impl x::Structure for SecondaryVmAlreadyRegistered {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SecondaryVmAlreadyRegistered {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SecondaryVmAlreadyRegistered", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SecondaryVmAlreadyRegistered {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1067,13 +1067,13 @@ impl x::Structure for SecondaryVmNotRegistered {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SecondaryVmNotRegistered {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SecondaryVmNotRegistered", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SecondaryVmNotRegistered {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1130,12 +1130,12 @@ impl x::SchemaType for SecurityError {
 impl x::Structure for SecurityError {}
 impl std::fmt::Debug for SecurityError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SecurityError", x::fields_ref(self))
     }
 }
 impl PartialEq for SecurityError {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for SecurityError {
@@ -1180,12 +1180,12 @@ impl x::SchemaType for SecurityProfile {
 impl x::Structure for SecurityProfile {}
 impl std::fmt::Debug for SecurityProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SecurityProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for SecurityProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for SecurityProfile {

@@ -16,12 +16,12 @@ impl x::SchemaType for SelectionSet {
 impl x::Structure for SelectionSet {}
 impl std::fmt::Debug for SelectionSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SelectionSet", x::fields_ref(self))
     }
 }
 impl PartialEq for SelectionSet {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SelectionSet {
@@ -48,12 +48,12 @@ impl x::SchemaType for SelectionSpec {
 impl x::Structure for SelectionSpec {}
 impl std::fmt::Debug for SelectionSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SelectionSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for SelectionSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SelectionSpec {
@@ -91,12 +91,12 @@ impl x::SchemaType for SendEmailAction {
 impl x::Structure for SendEmailAction {}
 impl std::fmt::Debug for SendEmailAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SendEmailAction", x::fields_ref(self))
     }
 }
 impl PartialEq for SendEmailAction {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SendEmailAction {
@@ -131,12 +131,12 @@ impl x::SchemaType for SendSNMPAction {
 impl x::Structure for SendSNMPAction {}
 impl std::fmt::Debug for SendSNMPAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SendSNMPAction", x::fields_ref(self))
     }
 }
 impl PartialEq for SendSNMPAction {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SendSNMPAction {
@@ -169,13 +169,13 @@ impl x::Structure for ServerLicenseExpiredEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ServerLicenseExpiredEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ServerLicenseExpiredEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ServerLicenseExpiredEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -230,13 +230,13 @@ impl x::Structure for ServerStartedSessionEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ServerStartedSessionEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ServerStartedSessionEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ServerStartedSessionEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -284,12 +284,12 @@ impl x::SchemaType for ServiceConsolePortGroupProfile {
 impl x::Structure for ServiceConsolePortGroupProfile {}
 impl std::fmt::Debug for ServiceConsolePortGroupProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ServiceConsolePortGroupProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for ServiceConsolePortGroupProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ServiceConsolePortGroupProfile {
@@ -343,12 +343,12 @@ impl x::SchemaType for ServiceConsoleReservationInfo {
 impl x::Structure for ServiceConsoleReservationInfo {}
 impl std::fmt::Debug for ServiceConsoleReservationInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ServiceConsoleReservationInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ServiceConsoleReservationInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ServiceConsoleReservationInfo {
@@ -486,12 +486,12 @@ impl x::SchemaType for ServiceContent {
 impl x::Structure for ServiceContent {}
 impl std::fmt::Debug for ServiceContent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ServiceContent", x::fields_ref(self))
     }
 }
 impl PartialEq for ServiceContent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ServiceContent {
@@ -651,12 +651,12 @@ impl x::SchemaType for ServiceLocator {
 impl x::Structure for ServiceLocator {}
 impl std::fmt::Debug for ServiceLocator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ServiceLocator", x::fields_ref(self))
     }
 }
 impl PartialEq for ServiceLocator {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ServiceLocator {
@@ -707,12 +707,12 @@ impl x::SchemaType for ServiceLocatorCredential {
 impl x::Structure for ServiceLocatorCredential {}
 impl std::fmt::Debug for ServiceLocatorCredential {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ServiceLocatorCredential", x::fields_ref(self))
     }
 }
 impl PartialEq for ServiceLocatorCredential {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ServiceLocatorCredential {
@@ -739,12 +739,12 @@ impl x::SchemaType for ServiceLocatorNamePassword {
 impl x::Structure for ServiceLocatorNamePassword {}
 impl std::fmt::Debug for ServiceLocatorNamePassword {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ServiceLocatorNamePassword", x::fields_ref(self))
     }
 }
 impl PartialEq for ServiceLocatorNamePassword {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ServiceLocatorNamePassword {
@@ -778,12 +778,12 @@ impl x::SchemaType for ServiceLocatorSAMLCredential {
 impl x::Structure for ServiceLocatorSAMLCredential {}
 impl std::fmt::Debug for ServiceLocatorSAMLCredential {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ServiceLocatorSAMLCredential", x::fields_ref(self))
     }
 }
 impl PartialEq for ServiceLocatorSAMLCredential {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ServiceLocatorSAMLCredential {
@@ -821,12 +821,12 @@ impl x::SchemaType for ServiceManagerServiceInfo {
 impl x::Structure for ServiceManagerServiceInfo {}
 impl std::fmt::Debug for ServiceManagerServiceInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ServiceManagerServiceInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ServiceManagerServiceInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ServiceManagerServiceInfo {
@@ -882,12 +882,12 @@ impl x::SchemaType for ServiceProfile {
 impl x::Structure for ServiceProfile {}
 impl std::fmt::Debug for ServiceProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ServiceProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for ServiceProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ServiceProfile {
@@ -943,13 +943,13 @@ impl x::Structure for SessionEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for SessionEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SessionEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for SessionEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1007,12 +1007,12 @@ impl x::SchemaType for SessionManagerGenericServiceTicket {
 impl x::Structure for SessionManagerGenericServiceTicket {}
 impl std::fmt::Debug for SessionManagerGenericServiceTicket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SessionManagerGenericServiceTicket", x::fields_ref(self))
     }
 }
 impl PartialEq for SessionManagerGenericServiceTicket {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for SessionManagerGenericServiceTicket {
@@ -1084,12 +1084,12 @@ impl x::SchemaType for SessionManagerHttpServiceRequestSpec {
 impl x::Structure for SessionManagerHttpServiceRequestSpec {}
 impl std::fmt::Debug for SessionManagerHttpServiceRequestSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SessionManagerHttpServiceRequestSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for SessionManagerHttpServiceRequestSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SessionManagerHttpServiceRequestSpec {
@@ -1125,12 +1125,12 @@ impl x::SchemaType for SessionManagerLocalTicket {
 impl x::Structure for SessionManagerLocalTicket {}
 impl std::fmt::Debug for SessionManagerLocalTicket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SessionManagerLocalTicket", x::fields_ref(self))
     }
 }
 impl PartialEq for SessionManagerLocalTicket {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SessionManagerLocalTicket {
@@ -1163,12 +1163,12 @@ impl x::SchemaType for SessionManagerServiceRequestSpec {
 impl x::Structure for SessionManagerServiceRequestSpec {}
 impl std::fmt::Debug for SessionManagerServiceRequestSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SessionManagerServiceRequestSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for SessionManagerServiceRequestSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SessionManagerServiceRequestSpec {
@@ -1193,12 +1193,12 @@ impl x::SchemaType for SessionManagerVmomiServiceRequestSpec {
 impl x::Structure for SessionManagerVmomiServiceRequestSpec {}
 impl std::fmt::Debug for SessionManagerVmomiServiceRequestSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SessionManagerVmomiServiceRequestSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for SessionManagerVmomiServiceRequestSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SessionManagerVmomiServiceRequestSpec {
@@ -1238,13 +1238,13 @@ impl x::Structure for SessionNotFound {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SessionNotFound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SessionNotFound", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SessionNotFound {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1299,13 +1299,13 @@ impl x::Structure for SessionTerminatedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for SessionTerminatedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SessionTerminatedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for SessionTerminatedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]

@@ -23,13 +23,13 @@ impl x::Structure for SharedBusControllerNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SharedBusControllerNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SharedBusControllerNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SharedBusControllerNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -75,12 +75,12 @@ impl x::SchemaType for SharesInfo {
 impl x::Structure for SharesInfo {}
 impl std::fmt::Debug for SharesInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SharesInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for SharesInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SharesInfo {
@@ -116,12 +116,12 @@ impl x::SchemaType for SharesOption {
 impl x::Structure for SharesOption {}
 impl std::fmt::Debug for SharesOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SharesOption", x::fields_ref(self))
     }
 }
 impl PartialEq for SharesOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SharesOption {
@@ -163,13 +163,13 @@ impl x::Structure for ShrinkDiskFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ShrinkDiskFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ShrinkDiskFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ShrinkDiskFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -222,12 +222,12 @@ impl x::SchemaType for SingleIp {
 impl x::Structure for SingleIp {}
 impl std::fmt::Debug for SingleIp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SingleIp", x::fields_ref(self))
     }
 }
 impl PartialEq for SingleIp {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for SingleIp {
@@ -277,12 +277,12 @@ impl x::SchemaType for SingleMac {
 impl x::Structure for SingleMac {}
 impl std::fmt::Debug for SingleMac {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SingleMac", x::fields_ref(self))
     }
 }
 impl PartialEq for SingleMac {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for SingleMac {
@@ -325,12 +325,12 @@ impl x::SchemaType for SiteInfo {
 impl x::Structure for SiteInfo {}
 impl std::fmt::Debug for SiteInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SiteInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for SiteInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SiteInfo {
@@ -361,13 +361,13 @@ impl x::Structure for SnapshotCloneNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SnapshotCloneNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SnapshotCloneNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SnapshotCloneNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -417,13 +417,13 @@ impl x::Structure for SnapshotCopyNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SnapshotCopyNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SnapshotCopyNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SnapshotCopyNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -473,13 +473,13 @@ impl x::Structure for SnapshotDisabled {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SnapshotDisabled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SnapshotDisabled", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SnapshotDisabled {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -525,12 +525,12 @@ impl x::SchemaType for SnapshotFault {
 impl x::Structure for SnapshotFault {}
 impl std::fmt::Debug for SnapshotFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SnapshotFault", x::fields_ref(self))
     }
 }
 impl PartialEq for SnapshotFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for SnapshotFault {
@@ -579,13 +579,13 @@ impl x::Structure for SnapshotIncompatibleDeviceInVm {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SnapshotIncompatibleDeviceInVm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SnapshotIncompatibleDeviceInVm", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SnapshotIncompatibleDeviceInVm {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -640,13 +640,13 @@ impl x::Structure for SnapshotLocked {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SnapshotLocked {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SnapshotLocked", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SnapshotLocked {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -696,13 +696,13 @@ impl x::Structure for SnapshotMoveFromNonHomeNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SnapshotMoveFromNonHomeNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SnapshotMoveFromNonHomeNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SnapshotMoveFromNonHomeNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -752,13 +752,13 @@ impl x::Structure for SnapshotMoveNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SnapshotMoveNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SnapshotMoveNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SnapshotMoveNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -808,13 +808,13 @@ impl x::Structure for SnapshotMoveToNonHomeNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SnapshotMoveToNonHomeNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SnapshotMoveToNonHomeNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SnapshotMoveToNonHomeNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -864,13 +864,13 @@ impl x::Structure for SnapshotNoChange {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SnapshotNoChange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SnapshotNoChange", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SnapshotNoChange {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -926,13 +926,13 @@ impl x::Structure for SnapshotRevertIssue {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SnapshotRevertIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SnapshotRevertIssue", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SnapshotRevertIssue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1000,12 +1000,12 @@ impl x::SchemaType for SnapshotSelectionSpec {
 impl x::Structure for SnapshotSelectionSpec {}
 impl std::fmt::Debug for SnapshotSelectionSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SnapshotSelectionSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for SnapshotSelectionSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SnapshotSelectionSpec {
@@ -1046,13 +1046,13 @@ impl x::Structure for SoftRuleVioCorrectionDisallowed {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SoftRuleVioCorrectionDisallowed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SoftRuleVioCorrectionDisallowed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SoftRuleVioCorrectionDisallowed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1109,13 +1109,13 @@ impl x::Structure for SoftRuleVioCorrectionImpact {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SoftRuleVioCorrectionImpact {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SoftRuleVioCorrectionImpact", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SoftRuleVioCorrectionImpact {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1198,12 +1198,12 @@ impl x::SchemaType for SoftwarePackage {
 impl x::Structure for SoftwarePackage {}
 impl std::fmt::Debug for SoftwarePackage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SoftwarePackage", x::fields_ref(self))
     }
 }
 impl PartialEq for SoftwarePackage {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for SoftwarePackage {
@@ -1305,12 +1305,12 @@ impl x::SchemaType for SoftwarePackageCapability {
 impl x::Structure for SoftwarePackageCapability {}
 impl std::fmt::Debug for SoftwarePackageCapability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SoftwarePackageCapability", x::fields_ref(self))
     }
 }
 impl PartialEq for SoftwarePackageCapability {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SoftwarePackageCapability {

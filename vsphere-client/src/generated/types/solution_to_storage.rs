@@ -23,13 +23,13 @@ impl x::Structure for SolutionUserRequired {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SolutionUserRequired {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SolutionUserRequired", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SolutionUserRequired {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -75,12 +75,12 @@ impl x::SchemaType for SourceNodeSpec {
 impl x::Structure for SourceNodeSpec {}
 impl std::fmt::Debug for SourceNodeSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SourceNodeSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for SourceNodeSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SourceNodeSpec {
@@ -122,13 +122,13 @@ impl x::Structure for SsdDiskNotAvailable {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SsdDiskNotAvailable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SsdDiskNotAvailable", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SsdDiskNotAvailable {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -185,12 +185,12 @@ impl x::SchemaType for StateAlarmExpression {
 impl x::Structure for StateAlarmExpression {}
 impl std::fmt::Debug for StateAlarmExpression {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StateAlarmExpression", x::fields_ref(self))
     }
 }
 impl PartialEq for StateAlarmExpression {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StateAlarmExpression {
@@ -234,12 +234,12 @@ impl x::SchemaType for StaticRouteProfile {
 impl x::Structure for StaticRouteProfile {}
 impl std::fmt::Debug for StaticRouteProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StaticRouteProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for StaticRouteProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for StaticRouteProfile {
@@ -297,12 +297,12 @@ impl x::SchemaType for StorageDrsAutomationConfig {
 impl x::Structure for StorageDrsAutomationConfig {}
 impl std::fmt::Debug for StorageDrsAutomationConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsAutomationConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for StorageDrsAutomationConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StorageDrsAutomationConfig {
@@ -370,13 +370,17 @@ impl x::Structure for StorageDrsCannotMoveDiskInMultiWriterMode {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for StorageDrsCannotMoveDiskInMultiWriterMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "StorageDrsCannotMoveDiskInMultiWriterMode",
+            x::fields_ref(self),
+        )
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for StorageDrsCannotMoveDiskInMultiWriterMode {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -426,13 +430,13 @@ impl x::Structure for StorageDrsCannotMoveFTVm {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for StorageDrsCannotMoveFTVm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsCannotMoveFTVm", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for StorageDrsCannotMoveFTVm {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -482,13 +486,13 @@ impl x::Structure for StorageDrsCannotMoveIndependentDisk {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for StorageDrsCannotMoveIndependentDisk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsCannotMoveIndependentDisk", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for StorageDrsCannotMoveIndependentDisk {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -538,13 +542,17 @@ impl x::Structure for StorageDrsCannotMoveManuallyPlacedSwapFile {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for StorageDrsCannotMoveManuallyPlacedSwapFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "StorageDrsCannotMoveManuallyPlacedSwapFile",
+            x::fields_ref(self),
+        )
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for StorageDrsCannotMoveManuallyPlacedSwapFile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -594,13 +602,13 @@ impl x::Structure for StorageDrsCannotMoveManuallyPlacedVm {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for StorageDrsCannotMoveManuallyPlacedVm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsCannotMoveManuallyPlacedVm", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for StorageDrsCannotMoveManuallyPlacedVm {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -650,13 +658,13 @@ impl x::Structure for StorageDrsCannotMoveSharedDisk {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for StorageDrsCannotMoveSharedDisk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsCannotMoveSharedDisk", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for StorageDrsCannotMoveSharedDisk {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -706,13 +714,13 @@ impl x::Structure for StorageDrsCannotMoveTemplate {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for StorageDrsCannotMoveTemplate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsCannotMoveTemplate", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for StorageDrsCannotMoveTemplate {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -762,13 +770,13 @@ impl x::Structure for StorageDrsCannotMoveVmInUserFolder {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for StorageDrsCannotMoveVmInUserFolder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsCannotMoveVmInUserFolder", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for StorageDrsCannotMoveVmInUserFolder {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -818,13 +826,13 @@ impl x::Structure for StorageDrsCannotMoveVmWithMountedCDROM {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for StorageDrsCannotMoveVmWithMountedCDROM {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsCannotMoveVmWithMountedCDROM", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for StorageDrsCannotMoveVmWithMountedCDROM {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -874,13 +882,17 @@ impl x::Structure for StorageDrsCannotMoveVmWithNoFilesInLayout {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for StorageDrsCannotMoveVmWithNoFilesInLayout {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "StorageDrsCannotMoveVmWithNoFilesInLayout",
+            x::fields_ref(self),
+        )
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for StorageDrsCannotMoveVmWithNoFilesInLayout {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -926,12 +938,12 @@ impl x::SchemaType for StorageDrsConfigInfo {
 impl x::Structure for StorageDrsConfigInfo {}
 impl std::fmt::Debug for StorageDrsConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for StorageDrsConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for StorageDrsConfigInfo {
@@ -975,12 +987,12 @@ impl x::SchemaType for StorageDrsConfigSpec {
 impl x::Structure for StorageDrsConfigSpec {}
 impl std::fmt::Debug for StorageDrsConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for StorageDrsConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for StorageDrsConfigSpec {
@@ -1028,13 +1040,17 @@ impl x::Structure for StorageDrsDatacentersCannotShareDatastore {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for StorageDrsDatacentersCannotShareDatastore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "StorageDrsDatacentersCannotShareDatastore",
+            x::fields_ref(self),
+        )
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for StorageDrsDatacentersCannotShareDatastore {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1084,13 +1100,13 @@ impl x::Structure for StorageDrsDisabledOnVm {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for StorageDrsDisabledOnVm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsDisabledOnVm", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for StorageDrsDisabledOnVm {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1142,13 +1158,13 @@ impl x::Structure for StorageDrsHbrDiskNotMovable {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for StorageDrsHbrDiskNotMovable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsHbrDiskNotMovable", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for StorageDrsHbrDiskNotMovable {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1203,13 +1219,13 @@ impl x::Structure for StorageDrsHmsMoveInProgress {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for StorageDrsHmsMoveInProgress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsHmsMoveInProgress", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for StorageDrsHmsMoveInProgress {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1259,13 +1275,13 @@ impl x::Structure for StorageDrsHmsUnreachable {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for StorageDrsHmsUnreachable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsHmsUnreachable", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for StorageDrsHmsUnreachable {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1317,12 +1333,12 @@ impl x::SchemaType for StorageDrsIoLoadBalanceConfig {
 impl x::Structure for StorageDrsIoLoadBalanceConfig {}
 impl std::fmt::Debug for StorageDrsIoLoadBalanceConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsIoLoadBalanceConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for StorageDrsIoLoadBalanceConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StorageDrsIoLoadBalanceConfig {
@@ -1372,13 +1388,13 @@ impl x::Structure for StorageDrsIolbDisabledInternally {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for StorageDrsIolbDisabledInternally {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsIolbDisabledInternally", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for StorageDrsIolbDisabledInternally {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1426,12 +1442,12 @@ impl x::SchemaType for StorageDrsOptionSpec {
 impl x::Structure for StorageDrsOptionSpec {}
 impl std::fmt::Debug for StorageDrsOptionSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsOptionSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for StorageDrsOptionSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for StorageDrsOptionSpec {
@@ -1483,12 +1499,12 @@ impl x::SchemaType for StorageDrsPlacementRankVmSpec {
 impl x::Structure for StorageDrsPlacementRankVmSpec {}
 impl std::fmt::Debug for StorageDrsPlacementRankVmSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsPlacementRankVmSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for StorageDrsPlacementRankVmSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for StorageDrsPlacementRankVmSpec {
@@ -1552,12 +1568,12 @@ impl x::SchemaType for StorageDrsPodConfigInfo {
 impl x::Structure for StorageDrsPodConfigInfo {}
 impl std::fmt::Debug for StorageDrsPodConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsPodConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for StorageDrsPodConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for StorageDrsPodConfigInfo {
@@ -1641,12 +1657,12 @@ impl x::SchemaType for StorageDrsPodConfigSpec {
 impl x::Structure for StorageDrsPodConfigSpec {}
 impl std::fmt::Debug for StorageDrsPodConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsPodConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for StorageDrsPodConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for StorageDrsPodConfigSpec {
@@ -1714,12 +1730,12 @@ impl x::SchemaType for StorageDrsPodSelectionSpec {
 impl x::Structure for StorageDrsPodSelectionSpec {}
 impl std::fmt::Debug for StorageDrsPodSelectionSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsPodSelectionSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for StorageDrsPodSelectionSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for StorageDrsPodSelectionSpec {
@@ -1767,13 +1783,13 @@ impl x::Structure for StorageDrsRelocateDisabled {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for StorageDrsRelocateDisabled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsRelocateDisabled", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for StorageDrsRelocateDisabled {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1823,12 +1839,12 @@ impl x::SchemaType for StorageDrsSpaceLoadBalanceConfig {
 impl x::Structure for StorageDrsSpaceLoadBalanceConfig {}
 impl std::fmt::Debug for StorageDrsSpaceLoadBalanceConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsSpaceLoadBalanceConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for StorageDrsSpaceLoadBalanceConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StorageDrsSpaceLoadBalanceConfig {
@@ -1879,13 +1895,13 @@ impl x::Structure for StorageDrsStaleHmsCollection {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for StorageDrsStaleHmsCollection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsStaleHmsCollection", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for StorageDrsStaleHmsCollection {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1935,13 +1951,13 @@ impl x::Structure for StorageDrsUnableToMoveFiles {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for StorageDrsUnableToMoveFiles {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsUnableToMoveFiles", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for StorageDrsUnableToMoveFiles {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1995,12 +2011,12 @@ impl x::SchemaType for StorageDrsVmConfigInfo {
 impl x::Structure for StorageDrsVmConfigInfo {}
 impl std::fmt::Debug for StorageDrsVmConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsVmConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for StorageDrsVmConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for StorageDrsVmConfigInfo {
@@ -2062,12 +2078,12 @@ impl x::SchemaType for StorageDrsVmConfigSpec {
 impl x::Structure for StorageDrsVmConfigSpec {}
 impl std::fmt::Debug for StorageDrsVmConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageDrsVmConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for StorageDrsVmConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for StorageDrsVmConfigSpec {
@@ -2121,12 +2137,12 @@ impl x::SchemaType for StorageIOAllocationInfo {
 impl x::Structure for StorageIOAllocationInfo {}
 impl std::fmt::Debug for StorageIOAllocationInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageIOAllocationInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for StorageIOAllocationInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StorageIOAllocationInfo {
@@ -2164,12 +2180,12 @@ impl x::SchemaType for StorageIOAllocationOption {
 impl x::Structure for StorageIOAllocationOption {}
 impl std::fmt::Debug for StorageIOAllocationOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageIOAllocationOption", x::fields_ref(self))
     }
 }
 impl PartialEq for StorageIOAllocationOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StorageIOAllocationOption {
@@ -2209,12 +2225,12 @@ impl x::SchemaType for StorageIORMConfigOption {
 impl x::Structure for StorageIORMConfigOption {}
 impl std::fmt::Debug for StorageIORMConfigOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageIORMConfigOption", x::fields_ref(self))
     }
 }
 impl PartialEq for StorageIORMConfigOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StorageIORMConfigOption {
@@ -2273,12 +2289,12 @@ impl x::SchemaType for StorageIORMConfigSpec {
 impl x::Structure for StorageIORMConfigSpec {}
 impl std::fmt::Debug for StorageIORMConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageIORMConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for StorageIORMConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StorageIORMConfigSpec {
@@ -2340,12 +2356,12 @@ impl x::SchemaType for StorageIORMInfo {
 impl x::Structure for StorageIORMInfo {}
 impl std::fmt::Debug for StorageIORMInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageIORMInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for StorageIORMInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StorageIORMInfo {
@@ -2417,12 +2433,12 @@ impl x::SchemaType for StorageMigrationAction {
 impl x::Structure for StorageMigrationAction {}
 impl std::fmt::Debug for StorageMigrationAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageMigrationAction", x::fields_ref(self))
     }
 }
 impl PartialEq for StorageMigrationAction {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for StorageMigrationAction {
@@ -2502,12 +2518,12 @@ impl x::SchemaType for StoragePerformanceSummary {
 impl x::Structure for StoragePerformanceSummary {}
 impl std::fmt::Debug for StoragePerformanceSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StoragePerformanceSummary", x::fields_ref(self))
     }
 }
 impl PartialEq for StoragePerformanceSummary {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for StoragePerformanceSummary {
@@ -2589,12 +2605,12 @@ impl x::SchemaType for StoragePlacementAction {
 impl x::Structure for StoragePlacementAction {}
 impl std::fmt::Debug for StoragePlacementAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StoragePlacementAction", x::fields_ref(self))
     }
 }
 impl PartialEq for StoragePlacementAction {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for StoragePlacementAction {
@@ -2658,12 +2674,12 @@ impl x::SchemaType for StoragePlacementResult {
 impl x::Structure for StoragePlacementResult {}
 impl std::fmt::Debug for StoragePlacementResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StoragePlacementResult", x::fields_ref(self))
     }
 }
 impl PartialEq for StoragePlacementResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for StoragePlacementResult {
@@ -2732,12 +2748,12 @@ impl x::SchemaType for StoragePlacementSpec {
 impl x::Structure for StoragePlacementSpec {}
 impl std::fmt::Debug for StoragePlacementSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StoragePlacementSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for StoragePlacementSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StoragePlacementSpec {
@@ -2801,12 +2817,12 @@ impl x::SchemaType for StoragePodSummary {
 impl x::Structure for StoragePodSummary {}
 impl std::fmt::Debug for StoragePodSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StoragePodSummary", x::fields_ref(self))
     }
 }
 impl PartialEq for StoragePodSummary {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StoragePodSummary {
@@ -2846,12 +2862,12 @@ impl x::SchemaType for StorageProfile {
 impl x::Structure for StorageProfile {}
 impl std::fmt::Debug for StorageProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for StorageProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for StorageProfile {
@@ -2907,12 +2923,12 @@ impl x::SchemaType for StorageRequirement {
 impl x::Structure for StorageRequirement {}
 impl std::fmt::Debug for StorageRequirement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageRequirement", x::fields_ref(self))
     }
 }
 impl PartialEq for StorageRequirement {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StorageRequirement {
@@ -2954,12 +2970,16 @@ impl x::SchemaType for StorageResourceManagerStorageProfileStatistics {
 impl x::Structure for StorageResourceManagerStorageProfileStatistics {}
 impl std::fmt::Debug for StorageResourceManagerStorageProfileStatistics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "StorageResourceManagerStorageProfileStatistics",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for StorageResourceManagerStorageProfileStatistics {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StorageResourceManagerStorageProfileStatistics {
@@ -3001,13 +3021,13 @@ impl x::Structure for StorageVMotionNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for StorageVMotionNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageVMotionNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for StorageVMotionNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -3059,13 +3079,13 @@ impl x::Structure for StorageVmotionIncompatible {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for StorageVmotionIncompatible {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StorageVmotionIncompatible", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for StorageVmotionIncompatible {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]

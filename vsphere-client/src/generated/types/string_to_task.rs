@@ -21,12 +21,12 @@ impl x::SchemaType for StringExpression {
 impl x::Structure for StringExpression {}
 impl std::fmt::Debug for StringExpression {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StringExpression", x::fields_ref(self))
     }
 }
 impl PartialEq for StringExpression {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for StringExpression {
@@ -78,12 +78,12 @@ impl x::SchemaType for StringOption {
 impl x::Structure for StringOption {}
 impl std::fmt::Debug for StringOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StringOption", x::fields_ref(self))
     }
 }
 impl PartialEq for StringOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for StringOption {
@@ -135,12 +135,12 @@ impl x::SchemaType for StringPolicy {
 impl x::Structure for StringPolicy {}
 impl std::fmt::Debug for StringPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StringPolicy", x::fields_ref(self))
     }
 }
 impl PartialEq for StringPolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for StringPolicy {
@@ -188,12 +188,12 @@ impl x::SchemaType for StructuredCustomizations {
 impl x::Structure for StructuredCustomizations {}
 impl std::fmt::Debug for StructuredCustomizations {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "StructuredCustomizations", x::fields_ref(self))
     }
 }
 impl PartialEq for StructuredCustomizations {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for StructuredCustomizations {
@@ -255,12 +255,12 @@ impl x::SchemaType for SubnetInfo {
 impl x::Structure for SubnetInfo {}
 impl std::fmt::Debug for SubnetInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SubnetInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for SubnetInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for SubnetInfo {
@@ -333,12 +333,12 @@ impl x::SchemaType for SubnetInfoFolderInfo {
 impl x::Structure for SubnetInfoFolderInfo {}
 impl std::fmt::Debug for SubnetInfoFolderInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SubnetInfoFolderInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for SubnetInfoFolderInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SubnetInfoFolderInfo {
@@ -379,13 +379,13 @@ impl x::Structure for SuspendedRelocateNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SuspendedRelocateNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SuspendedRelocateNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SuspendedRelocateNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -435,13 +435,13 @@ impl x::Structure for SwapDatastoreNotWritableOnHost {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SwapDatastoreNotWritableOnHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SwapDatastoreNotWritableOnHost", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SwapDatastoreNotWritableOnHost {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -491,13 +491,13 @@ impl x::Structure for SwapDatastoreUnset {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SwapDatastoreUnset {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SwapDatastoreUnset", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SwapDatastoreUnset {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -547,13 +547,13 @@ impl x::Structure for SwapPlacementOverrideNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SwapPlacementOverrideNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SwapPlacementOverrideNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SwapPlacementOverrideNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -603,13 +603,13 @@ impl x::Structure for SwitchIpUnset {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SwitchIpUnset {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SwitchIpUnset", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SwitchIpUnset {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -659,13 +659,13 @@ impl x::Structure for SwitchNotInUpgradeMode {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SwitchNotInUpgradeMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SwitchNotInUpgradeMode", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SwitchNotInUpgradeMode {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -713,12 +713,12 @@ impl x::SchemaType for SystemError {
 impl x::Structure for SystemError {}
 impl std::fmt::Debug for SystemError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SystemError", x::fields_ref(self))
     }
 }
 impl PartialEq for SystemError {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for SystemError {
@@ -772,12 +772,12 @@ impl x::SchemaType for SystemEventInfo {
 impl x::Structure for SystemEventInfo {}
 impl std::fmt::Debug for SystemEventInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SystemEventInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for SystemEventInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SystemEventInfo {
@@ -821,12 +821,12 @@ impl x::SchemaType for Tag {
 impl x::Structure for Tag {}
 impl std::fmt::Debug for Tag {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "Tag", x::fields_ref(self))
     }
 }
 impl PartialEq for Tag {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for Tag {
@@ -870,12 +870,12 @@ impl x::SchemaType for TagId {
 impl x::Structure for TagId {}
 impl std::fmt::Debug for TagId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TagId", x::fields_ref(self))
     }
 }
 impl PartialEq for TagId {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for TagId {
@@ -922,12 +922,12 @@ impl x::SchemaType for TagIdNameId {
 impl x::Structure for TagIdNameId {}
 impl std::fmt::Debug for TagIdNameId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TagIdNameId", x::fields_ref(self))
     }
 }
 impl PartialEq for TagIdNameId {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for TagIdNameId {
@@ -970,12 +970,12 @@ impl x::SchemaType for TagSpec {
 impl x::Structure for TagSpec {}
 impl std::fmt::Debug for TagSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TagSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for TagSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for TagSpec {
@@ -1030,12 +1030,12 @@ impl x::SchemaType for TaskDescription {
 impl x::Structure for TaskDescription {}
 impl std::fmt::Debug for TaskDescription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TaskDescription", x::fields_ref(self))
     }
 }
 impl PartialEq for TaskDescription {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for TaskDescription {
@@ -1088,13 +1088,13 @@ impl x::Structure for TaskEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for TaskEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TaskEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for TaskEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1163,12 +1163,12 @@ impl x::SchemaType for TaskFilterSpec {
 impl x::Structure for TaskFilterSpec {}
 impl std::fmt::Debug for TaskFilterSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TaskFilterSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for TaskFilterSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for TaskFilterSpec {
@@ -1239,12 +1239,12 @@ impl x::SchemaType for TaskFilterSpecByEntity {
 impl x::Structure for TaskFilterSpecByEntity {}
 impl std::fmt::Debug for TaskFilterSpecByEntity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TaskFilterSpecByEntity", x::fields_ref(self))
     }
 }
 impl PartialEq for TaskFilterSpecByEntity {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for TaskFilterSpecByEntity {
@@ -1282,12 +1282,12 @@ impl x::SchemaType for TaskFilterSpecByTime {
 impl x::Structure for TaskFilterSpecByTime {}
 impl std::fmt::Debug for TaskFilterSpecByTime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TaskFilterSpecByTime", x::fields_ref(self))
     }
 }
 impl PartialEq for TaskFilterSpecByTime {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for TaskFilterSpecByTime {
@@ -1325,12 +1325,12 @@ impl x::SchemaType for TaskFilterSpecByUsername {
 impl x::Structure for TaskFilterSpecByUsername {}
 impl std::fmt::Debug for TaskFilterSpecByUsername {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TaskFilterSpecByUsername", x::fields_ref(self))
     }
 }
 impl PartialEq for TaskFilterSpecByUsername {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for TaskFilterSpecByUsername {
@@ -1376,12 +1376,12 @@ impl x::SchemaType for TaskInProgress {
 impl x::Structure for TaskInProgress {}
 impl std::fmt::Debug for TaskInProgress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TaskInProgress", x::fields_ref(self))
     }
 }
 impl PartialEq for TaskInProgress {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for TaskInProgress {
@@ -1475,12 +1475,12 @@ impl x::SchemaType for TaskInfo {
 impl x::Structure for TaskInfo {}
 impl std::fmt::Debug for TaskInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TaskInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for TaskInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for TaskInfo {
@@ -1604,12 +1604,12 @@ impl x::SchemaType for TaskInfoFilterSpec {
 impl x::Structure for TaskInfoFilterSpec {}
 impl std::fmt::Debug for TaskInfoFilterSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TaskInfoFilterSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for TaskInfoFilterSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for TaskInfoFilterSpec {
@@ -1654,12 +1654,12 @@ impl x::SchemaType for TaskInfoFilterSpecFilterTaskResults {
 impl x::Structure for TaskInfoFilterSpecFilterTaskResults {}
 impl std::fmt::Debug for TaskInfoFilterSpecFilterTaskResults {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TaskInfoFilterSpecFilterTaskResults", x::fields_ref(self))
     }
 }
 impl PartialEq for TaskInfoFilterSpecFilterTaskResults {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for TaskInfoFilterSpecFilterTaskResults {
@@ -1706,12 +1706,12 @@ impl x::SchemaType for TaskManagerTaskViewSpec {
 impl x::Structure for TaskManagerTaskViewSpec {}
 impl std::fmt::Debug for TaskManagerTaskViewSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TaskManagerTaskViewSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for TaskManagerTaskViewSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for TaskManagerTaskViewSpec {
@@ -1746,12 +1746,12 @@ impl x::SchemaType for TaskManagerViewByStartId {
 impl x::Structure for TaskManagerViewByStartId {}
 impl std::fmt::Debug for TaskManagerViewByStartId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TaskManagerViewByStartId", x::fields_ref(self))
     }
 }
 impl PartialEq for TaskManagerViewByStartId {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for TaskManagerViewByStartId {
@@ -1785,12 +1785,12 @@ impl x::SchemaType for TaskReason {
 impl x::Structure for TaskReason {}
 impl std::fmt::Debug for TaskReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TaskReason", x::fields_ref(self))
     }
 }
 impl PartialEq for TaskReason {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for TaskReason {
@@ -1821,12 +1821,12 @@ impl x::SchemaType for TaskReasonAlarm {
 impl x::Structure for TaskReasonAlarm {}
 impl std::fmt::Debug for TaskReasonAlarm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TaskReasonAlarm", x::fields_ref(self))
     }
 }
 impl PartialEq for TaskReasonAlarm {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for TaskReasonAlarm {
@@ -1866,12 +1866,12 @@ impl x::SchemaType for TaskReasonSchedule {
 impl x::Structure for TaskReasonSchedule {}
 impl std::fmt::Debug for TaskReasonSchedule {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TaskReasonSchedule", x::fields_ref(self))
     }
 }
 impl PartialEq for TaskReasonSchedule {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for TaskReasonSchedule {
@@ -1902,12 +1902,12 @@ impl x::SchemaType for TaskReasonSystem {
 impl x::Structure for TaskReasonSystem {}
 impl std::fmt::Debug for TaskReasonSystem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TaskReasonSystem", x::fields_ref(self))
     }
 }
 impl PartialEq for TaskReasonSystem {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for TaskReasonSystem {
@@ -1932,12 +1932,12 @@ impl x::SchemaType for TaskReasonUser {
 impl x::Structure for TaskReasonUser {}
 impl std::fmt::Debug for TaskReasonUser {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TaskReasonUser", x::fields_ref(self))
     }
 }
 impl PartialEq for TaskReasonUser {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for TaskReasonUser {
@@ -1973,12 +1973,12 @@ impl x::SchemaType for TaskScheduler {
 impl x::Structure for TaskScheduler {}
 impl std::fmt::Debug for TaskScheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TaskScheduler", x::fields_ref(self))
     }
 }
 impl PartialEq for TaskScheduler {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for TaskScheduler {
@@ -2018,13 +2018,13 @@ impl x::Structure for TaskTimeoutEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for TaskTimeoutEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TaskTimeoutEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for TaskTimeoutEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]

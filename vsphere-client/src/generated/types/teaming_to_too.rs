@@ -23,13 +23,13 @@ impl x::Structure for TeamingMatchEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for TeamingMatchEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TeamingMatchEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for TeamingMatchEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -79,13 +79,13 @@ impl x::Structure for TeamingMisMatchEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for TeamingMisMatchEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TeamingMisMatchEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for TeamingMisMatchEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -135,13 +135,13 @@ impl x::Structure for TemplateBeingUpgradedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for TemplateBeingUpgradedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TemplateBeingUpgradedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for TemplateBeingUpgradedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -187,12 +187,12 @@ impl x::SchemaType for TemplateConfigFileInfo {
 impl x::Structure for TemplateConfigFileInfo {}
 impl std::fmt::Debug for TemplateConfigFileInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TemplateConfigFileInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for TemplateConfigFileInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for TemplateConfigFileInfo {
@@ -235,12 +235,12 @@ impl x::SchemaType for TemplateConfigFileQuery {
 impl x::Structure for TemplateConfigFileQuery {}
 impl std::fmt::Debug for TemplateConfigFileQuery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TemplateConfigFileQuery", x::fields_ref(self))
     }
 }
 impl PartialEq for TemplateConfigFileQuery {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for TemplateConfigFileQuery {
@@ -289,13 +289,13 @@ impl x::Structure for TemplateUpgradeEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for TemplateUpgradeEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TemplateUpgradeEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for TemplateUpgradeEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -352,13 +352,13 @@ impl x::Structure for TemplateUpgradeFailedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for TemplateUpgradeFailedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TemplateUpgradeFailedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for TemplateUpgradeFailedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -415,13 +415,13 @@ impl x::Structure for TemplateUpgradedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for TemplateUpgradedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TemplateUpgradedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for TemplateUpgradedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -473,12 +473,12 @@ impl x::SchemaType for TgwEventArgument {
 impl x::Structure for TgwEventArgument {}
 impl std::fmt::Debug for TgwEventArgument {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TgwEventArgument", x::fields_ref(self))
     }
 }
 impl PartialEq for TgwEventArgument {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for TgwEventArgument {
@@ -537,13 +537,13 @@ impl x::Structure for ThirdPartyLicenseAssignmentFailed {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ThirdPartyLicenseAssignmentFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ThirdPartyLicenseAssignmentFailed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ThirdPartyLicenseAssignmentFailed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -600,12 +600,12 @@ impl x::SchemaType for TicketedSessionAuthentication {
 impl x::Structure for TicketedSessionAuthentication {}
 impl std::fmt::Debug for TicketedSessionAuthentication {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TicketedSessionAuthentication", x::fields_ref(self))
     }
 }
 impl PartialEq for TicketedSessionAuthentication {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for TicketedSessionAuthentication {
@@ -657,13 +657,13 @@ impl x::Structure for TimedOutHostOperationEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for TimedOutHostOperationEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TimedOutHostOperationEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for TimedOutHostOperationEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -709,12 +709,12 @@ impl x::SchemaType for Timedout {
 impl x::Structure for Timedout {}
 impl std::fmt::Debug for Timedout {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "Timedout", x::fields_ref(self))
     }
 }
 impl PartialEq for Timedout {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for Timedout {
@@ -761,13 +761,13 @@ impl x::Structure for TooManyConcurrentNativeClones {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for TooManyConcurrentNativeClones {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TooManyConcurrentNativeClones", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for TooManyConcurrentNativeClones {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -817,13 +817,13 @@ impl x::Structure for TooManyConsecutiveOverrides {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for TooManyConsecutiveOverrides {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TooManyConsecutiveOverrides", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for TooManyConsecutiveOverrides {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -873,13 +873,13 @@ impl x::Structure for TooManyDevices {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for TooManyDevices {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TooManyDevices", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for TooManyDevices {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -933,13 +933,13 @@ impl x::Structure for TooManyDisksOnLegacyHost {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for TooManyDisksOnLegacyHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TooManyDisksOnLegacyHost", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for TooManyDisksOnLegacyHost {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -996,13 +996,13 @@ impl x::Structure for TooManyGuestLogons {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for TooManyGuestLogons {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TooManyGuestLogons", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for TooManyGuestLogons {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1052,13 +1052,13 @@ impl x::Structure for TooManyHosts {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for TooManyHosts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TooManyHosts", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for TooManyHosts {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1108,13 +1108,13 @@ impl x::Structure for TooManyNativeCloneLevels {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for TooManyNativeCloneLevels {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TooManyNativeCloneLevels", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for TooManyNativeCloneLevels {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1164,13 +1164,13 @@ impl x::Structure for TooManyNativeClonesOnFile {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for TooManyNativeClonesOnFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TooManyNativeClonesOnFile", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for TooManyNativeClonesOnFile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1220,13 +1220,13 @@ impl x::Structure for TooManySnapshotLevels {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for TooManySnapshotLevels {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TooManySnapshotLevels", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for TooManySnapshotLevels {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]

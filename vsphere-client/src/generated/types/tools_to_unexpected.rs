@@ -23,13 +23,13 @@ impl x::Structure for ToolsAlreadyUpgraded {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ToolsAlreadyUpgraded {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ToolsAlreadyUpgraded", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ToolsAlreadyUpgraded {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -79,13 +79,13 @@ impl x::Structure for ToolsAutoUpgradeNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ToolsAutoUpgradeNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ToolsAutoUpgradeNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ToolsAutoUpgradeNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -153,12 +153,12 @@ impl x::SchemaType for ToolsConfigInfo {
 impl x::Structure for ToolsConfigInfo {}
 impl std::fmt::Debug for ToolsConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ToolsConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ToolsConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ToolsConfigInfo {
@@ -218,12 +218,12 @@ impl x::SchemaType for ToolsConfigInfoToolsLastInstallInfo {
 impl x::Structure for ToolsConfigInfoToolsLastInstallInfo {}
 impl std::fmt::Debug for ToolsConfigInfoToolsLastInstallInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ToolsConfigInfoToolsLastInstallInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ToolsConfigInfoToolsLastInstallInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ToolsConfigInfoToolsLastInstallInfo {
@@ -263,13 +263,13 @@ impl x::Structure for ToolsImageCopyFailed {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ToolsImageCopyFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ToolsImageCopyFailed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ToolsImageCopyFailed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -319,13 +319,13 @@ impl x::Structure for ToolsImageNotAvailable {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ToolsImageNotAvailable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ToolsImageNotAvailable", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ToolsImageNotAvailable {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -375,13 +375,13 @@ impl x::Structure for ToolsImageSignatureCheckFailed {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ToolsImageSignatureCheckFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ToolsImageSignatureCheckFailed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ToolsImageSignatureCheckFailed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -431,13 +431,13 @@ impl x::Structure for ToolsInstallationInProgress {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ToolsInstallationInProgress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ToolsInstallationInProgress", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ToolsInstallationInProgress {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -483,12 +483,12 @@ impl x::SchemaType for ToolsUnavailable {
 impl x::Structure for ToolsUnavailable {}
 impl std::fmt::Debug for ToolsUnavailable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ToolsUnavailable", x::fields_ref(self))
     }
 }
 impl PartialEq for ToolsUnavailable {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ToolsUnavailable {
@@ -535,13 +535,13 @@ impl x::Structure for ToolsUpgradeCancelled {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ToolsUpgradeCancelled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ToolsUpgradeCancelled", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ToolsUpgradeCancelled {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -593,12 +593,12 @@ impl x::SchemaType for TransitGatewayConfigInfo {
 impl x::Structure for TransitGatewayConfigInfo {}
 impl std::fmt::Debug for TransitGatewayConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TransitGatewayConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for TransitGatewayConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for TransitGatewayConfigInfo {
@@ -637,12 +637,12 @@ impl x::SchemaType for TransitGatewayConfigSpec {
 impl x::Structure for TransitGatewayConfigSpec {}
 impl std::fmt::Debug for TransitGatewayConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TransitGatewayConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for TransitGatewayConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for TransitGatewayConfigSpec {
@@ -683,12 +683,12 @@ impl x::SchemaType for TransitGatewayCreateSpec {
 impl x::Structure for TransitGatewayCreateSpec {}
 impl std::fmt::Debug for TransitGatewayCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TransitGatewayCreateSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for TransitGatewayCreateSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for TransitGatewayCreateSpec {
@@ -733,12 +733,12 @@ impl x::SchemaType for TraversalSpec {
 impl x::Structure for TraversalSpec {}
 impl std::fmt::Debug for TraversalSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TraversalSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for TraversalSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for TraversalSpec {
@@ -807,12 +807,12 @@ impl x::SchemaType for TypeDescription {
 impl x::Structure for TypeDescription {}
 impl std::fmt::Debug for TypeDescription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "TypeDescription", x::fields_ref(self))
     }
 }
 impl PartialEq for TypeDescription {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for TypeDescription {
@@ -868,13 +868,13 @@ impl x::Structure for UnSupportedDatastoreForVFlash {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for UnSupportedDatastoreForVFlash {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UnSupportedDatastoreForVFlash", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for UnSupportedDatastoreForVFlash {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -931,13 +931,13 @@ impl x::Structure for UncommittedUndoableDisk {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for UncommittedUndoableDisk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UncommittedUndoableDisk", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for UncommittedUndoableDisk {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -987,13 +987,13 @@ impl x::Structure for UnconfiguredPropertyValue {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for UnconfiguredPropertyValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UnconfiguredPropertyValue", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for UnconfiguredPropertyValue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1045,13 +1045,13 @@ impl x::Structure for UncustomizableGuest {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for UncustomizableGuest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UncustomizableGuest", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for UncustomizableGuest {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1106,13 +1106,13 @@ impl x::Structure for UnexpectedCustomizationFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for UnexpectedCustomizationFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UnexpectedCustomizationFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for UnexpectedCustomizationFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1166,13 +1166,13 @@ impl x::Structure for UnexpectedFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for UnexpectedFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UnexpectedFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for UnexpectedFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]

@@ -27,13 +27,13 @@ impl x::Structure for UnlicensedVirtualMachinesEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for UnlicensedVirtualMachinesEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UnlicensedVirtualMachinesEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for UnlicensedVirtualMachinesEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -92,13 +92,13 @@ impl x::Structure for UnlicensedVirtualMachinesFoundEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for UnlicensedVirtualMachinesFoundEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UnlicensedVirtualMachinesFoundEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for UnlicensedVirtualMachinesFoundEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -155,13 +155,13 @@ impl x::Structure for UnrecognizedHost {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for UnrecognizedHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UnrecognizedHost", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for UnrecognizedHost {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -216,13 +216,13 @@ impl x::Structure for UnsharedSwapVMotionNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for UnsharedSwapVMotionNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UnsharedSwapVMotionNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for UnsharedSwapVMotionNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -274,13 +274,13 @@ impl x::Structure for UnsupportedDatastore {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for UnsupportedDatastore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UnsupportedDatastore", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for UnsupportedDatastore {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -337,13 +337,13 @@ impl x::Structure for UnsupportedGuest {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for UnsupportedGuest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UnsupportedGuest", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for UnsupportedGuest {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -400,13 +400,13 @@ impl x::Structure for UnsupportedVimApiVersion {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for UnsupportedVimApiVersion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UnsupportedVimApiVersion", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for UnsupportedVimApiVersion {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -461,13 +461,13 @@ impl x::Structure for UnsupportedVmxLocation {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for UnsupportedVmxLocation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UnsupportedVmxLocation", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for UnsupportedVmxLocation {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -510,12 +510,12 @@ impl x::SchemaType for UntrustedCertificate {
 impl x::Structure for UntrustedCertificate {}
 impl std::fmt::Debug for UntrustedCertificate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UntrustedCertificate", x::fields_ref(self))
     }
 }
 impl PartialEq for UntrustedCertificate {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UntrustedCertificate {
@@ -548,13 +548,13 @@ impl x::Structure for UnusedVirtualDiskBlocksNotScrubbed {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for UnusedVirtualDiskBlocksNotScrubbed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UnusedVirtualDiskBlocksNotScrubbed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for UnusedVirtualDiskBlocksNotScrubbed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -602,12 +602,12 @@ impl x::SchemaType for UpdateSet {
 impl x::Structure for UpdateSet {}
 impl std::fmt::Debug for UpdateSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateSet", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateSet {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateSet {
@@ -652,12 +652,12 @@ impl x::SchemaType for UpdateVirtualMachineFilesResult {
 impl x::Structure for UpdateVirtualMachineFilesResult {}
 impl std::fmt::Debug for UpdateVirtualMachineFilesResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdateVirtualMachineFilesResult", x::fields_ref(self))
     }
 }
 impl PartialEq for UpdateVirtualMachineFilesResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UpdateVirtualMachineFilesResult {
@@ -698,12 +698,16 @@ impl x::SchemaType for UpdateVirtualMachineFilesResultFailedVmFileInfo {
 impl x::Structure for UpdateVirtualMachineFilesResultFailedVmFileInfo {}
 impl std::fmt::Debug for UpdateVirtualMachineFilesResultFailedVmFileInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "UpdateVirtualMachineFilesResultFailedVmFileInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for UpdateVirtualMachineFilesResultFailedVmFileInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UpdateVirtualMachineFilesResultFailedVmFileInfo {
@@ -747,13 +751,13 @@ impl x::Structure for UpdatedAgentBeingRestartedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for UpdatedAgentBeingRestartedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpdatedAgentBeingRestartedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for UpdatedAgentBeingRestartedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -805,13 +809,13 @@ impl x::Structure for UpgradeEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for UpgradeEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UpgradeEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for UpgradeEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -866,13 +870,13 @@ impl x::Structure for UplinkPortMtuNotSupportEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for UplinkPortMtuNotSupportEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UplinkPortMtuNotSupportEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for UplinkPortMtuNotSupportEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -922,13 +926,13 @@ impl x::Structure for UplinkPortMtuSupportEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for UplinkPortMtuSupportEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UplinkPortMtuSupportEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for UplinkPortMtuSupportEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -978,13 +982,13 @@ impl x::Structure for UplinkPortVlanTrunkedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for UplinkPortVlanTrunkedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UplinkPortVlanTrunkedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for UplinkPortVlanTrunkedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1034,13 +1038,13 @@ impl x::Structure for UplinkPortVlanUntrunkedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for UplinkPortVlanUntrunkedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UplinkPortVlanUntrunkedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for UplinkPortVlanUntrunkedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1084,12 +1088,12 @@ impl x::SchemaType for UsbScanCodeSpec {
 impl x::Structure for UsbScanCodeSpec {}
 impl std::fmt::Debug for UsbScanCodeSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UsbScanCodeSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for UsbScanCodeSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UsbScanCodeSpec {
@@ -1130,12 +1134,12 @@ impl x::SchemaType for UsbScanCodeSpecKeyEvent {
 impl x::Structure for UsbScanCodeSpecKeyEvent {}
 impl std::fmt::Debug for UsbScanCodeSpecKeyEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UsbScanCodeSpecKeyEvent", x::fields_ref(self))
     }
 }
 impl PartialEq for UsbScanCodeSpecKeyEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UsbScanCodeSpecKeyEvent {
@@ -1187,12 +1191,12 @@ impl x::SchemaType for UsbScanCodeSpecModifierType {
 impl x::Structure for UsbScanCodeSpecModifierType {}
 impl std::fmt::Debug for UsbScanCodeSpecModifierType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UsbScanCodeSpecModifierType", x::fields_ref(self))
     }
 }
 impl PartialEq for UsbScanCodeSpecModifierType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UsbScanCodeSpecModifierType {

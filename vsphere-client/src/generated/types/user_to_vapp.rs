@@ -27,13 +27,13 @@ impl x::Structure for UserAssignedToGroup {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for UserAssignedToGroup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UserAssignedToGroup", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for UserAssignedToGroup {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -88,12 +88,12 @@ impl x::SchemaType for UserGroupProfile {
 impl x::Structure for UserGroupProfile {}
 impl std::fmt::Debug for UserGroupProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UserGroupProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for UserGroupProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for UserGroupProfile {
@@ -147,12 +147,12 @@ impl x::SchemaType for UserInputRequiredParameterMetadata {
 impl x::Structure for UserInputRequiredParameterMetadata {}
 impl std::fmt::Debug for UserInputRequiredParameterMetadata {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UserInputRequiredParameterMetadata", x::fields_ref(self))
     }
 }
 impl PartialEq for UserInputRequiredParameterMetadata {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UserInputRequiredParameterMetadata {
@@ -226,13 +226,13 @@ impl x::Structure for UserLoginSessionEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for UserLoginSessionEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UserLoginSessionEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for UserLoginSessionEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -303,13 +303,13 @@ impl x::Structure for UserLogoutSessionEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for UserLogoutSessionEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UserLogoutSessionEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for UserLogoutSessionEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -376,13 +376,13 @@ impl x::Structure for UserNotFound {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for UserNotFound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UserNotFound", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for UserNotFound {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -441,13 +441,13 @@ impl x::Structure for UserPasswordChanged {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for UserPasswordChanged {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UserPasswordChanged", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for UserPasswordChanged {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -498,12 +498,12 @@ impl x::SchemaType for UserPrivilegeResult {
 impl x::Structure for UserPrivilegeResult {}
 impl std::fmt::Debug for UserPrivilegeResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UserPrivilegeResult", x::fields_ref(self))
     }
 }
 impl PartialEq for UserPrivilegeResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for UserPrivilegeResult {
@@ -553,12 +553,12 @@ impl x::SchemaType for UserProfile {
 impl x::Structure for UserProfile {}
 impl std::fmt::Debug for UserProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UserProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for UserProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for UserProfile {
@@ -614,12 +614,12 @@ impl x::SchemaType for UserSearchResult {
 impl x::Structure for UserSearchResult {}
 impl std::fmt::Debug for UserSearchResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UserSearchResult", x::fields_ref(self))
     }
 }
 impl PartialEq for UserSearchResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UserSearchResult {
@@ -675,12 +675,12 @@ impl x::SchemaType for UserSession {
 impl x::Structure for UserSession {}
 impl std::fmt::Debug for UserSession {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UserSession", x::fields_ref(self))
     }
 }
 impl PartialEq for UserSession {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for UserSession {
@@ -746,13 +746,13 @@ impl x::Structure for UserUnassignedFromGroup {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for UserUnassignedFromGroup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UserUnassignedFromGroup", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for UserUnassignedFromGroup {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -809,13 +809,13 @@ impl x::Structure for UserUpgradeEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for UserUpgradeEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "UserUpgradeEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for UserUpgradeEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -869,12 +869,12 @@ impl x::SchemaType for VASAStorageArray {
 impl x::Structure for VASAStorageArray {}
 impl std::fmt::Debug for VASAStorageArray {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VASAStorageArray", x::fields_ref(self))
     }
 }
 impl PartialEq for VASAStorageArray {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VASAStorageArray {
@@ -945,12 +945,12 @@ impl x::SchemaType for VASAStorageArrayDiscoveryFcTransport {
 impl x::Structure for VASAStorageArrayDiscoveryFcTransport {}
 impl std::fmt::Debug for VASAStorageArrayDiscoveryFcTransport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VASAStorageArrayDiscoveryFcTransport", x::fields_ref(self))
     }
 }
 impl PartialEq for VASAStorageArrayDiscoveryFcTransport {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VASAStorageArrayDiscoveryFcTransport {
@@ -993,12 +993,12 @@ impl x::SchemaType for VASAStorageArrayDiscoveryIpTransport {
 impl x::Structure for VASAStorageArrayDiscoveryIpTransport {}
 impl std::fmt::Debug for VASAStorageArrayDiscoveryIpTransport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VASAStorageArrayDiscoveryIpTransport", x::fields_ref(self))
     }
 }
 impl PartialEq for VASAStorageArrayDiscoveryIpTransport {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VASAStorageArrayDiscoveryIpTransport {
@@ -1049,12 +1049,12 @@ impl x::SchemaType for VASAStorageArrayDiscoverySvcInfo {
 impl x::Structure for VASAStorageArrayDiscoverySvcInfo {}
 impl std::fmt::Debug for VASAStorageArrayDiscoverySvcInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VASAStorageArrayDiscoverySvcInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VASAStorageArrayDiscoverySvcInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VASAStorageArrayDiscoverySvcInfo {
@@ -1111,12 +1111,12 @@ impl x::SchemaType for VAppCloneSpec {
 impl x::Structure for VAppCloneSpec {}
 impl std::fmt::Debug for VAppCloneSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VAppCloneSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VAppCloneSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VAppCloneSpec {
@@ -1178,12 +1178,12 @@ impl x::SchemaType for VAppCloneSpecNetworkMappingPair {
 impl x::Structure for VAppCloneSpecNetworkMappingPair {}
 impl std::fmt::Debug for VAppCloneSpecNetworkMappingPair {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VAppCloneSpecNetworkMappingPair", x::fields_ref(self))
     }
 }
 impl PartialEq for VAppCloneSpecNetworkMappingPair {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VAppCloneSpecNetworkMappingPair {
@@ -1227,12 +1227,12 @@ impl x::SchemaType for VAppCloneSpecResourceMap {
 impl x::Structure for VAppCloneSpecResourceMap {}
 impl std::fmt::Debug for VAppCloneSpecResourceMap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VAppCloneSpecResourceMap", x::fields_ref(self))
     }
 }
 impl PartialEq for VAppCloneSpecResourceMap {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VAppCloneSpecResourceMap {
@@ -1280,13 +1280,13 @@ impl x::Structure for VAppConfigFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VAppConfigFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VAppConfigFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VAppConfigFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1340,12 +1340,12 @@ impl x::SchemaType for VAppConfigInfo {
 impl x::Structure for VAppConfigInfo {}
 impl std::fmt::Debug for VAppConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VAppConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VAppConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VAppConfigInfo {
@@ -1418,12 +1418,12 @@ impl x::SchemaType for VAppConfigSpec {
 impl x::Structure for VAppConfigSpec {}
 impl std::fmt::Debug for VAppConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VAppConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VAppConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VAppConfigSpec {
@@ -1502,12 +1502,12 @@ impl x::SchemaType for VAppEntityConfigInfo {
 impl x::Structure for VAppEntityConfigInfo {}
 impl std::fmt::Debug for VAppEntityConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VAppEntityConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VAppEntityConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VAppEntityConfigInfo {
@@ -1565,12 +1565,12 @@ impl x::SchemaType for VAppIPAssignmentInfo {
 impl x::Structure for VAppIPAssignmentInfo {}
 impl std::fmt::Debug for VAppIPAssignmentInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VAppIPAssignmentInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VAppIPAssignmentInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VAppIPAssignmentInfo {
@@ -1626,13 +1626,13 @@ impl x::Structure for VAppNotRunning {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VAppNotRunning {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VAppNotRunning", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VAppNotRunning {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1682,13 +1682,13 @@ impl x::Structure for VAppOperationInProgress {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VAppOperationInProgress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VAppOperationInProgress", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VAppOperationInProgress {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1740,12 +1740,12 @@ impl x::SchemaType for VAppOvfSectionInfo {
 impl x::Structure for VAppOvfSectionInfo {}
 impl std::fmt::Debug for VAppOvfSectionInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VAppOvfSectionInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VAppOvfSectionInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VAppOvfSectionInfo {
@@ -1793,12 +1793,12 @@ impl x::SchemaType for VAppOvfSectionSpec {
 impl x::Structure for VAppOvfSectionSpec {}
 impl std::fmt::Debug for VAppOvfSectionSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VAppOvfSectionSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VAppOvfSectionSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VAppOvfSectionSpec {
@@ -1866,12 +1866,12 @@ impl x::SchemaType for VAppProductInfo {
 impl x::Structure for VAppProductInfo {}
 impl std::fmt::Debug for VAppProductInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VAppProductInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VAppProductInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VAppProductInfo {
@@ -1929,12 +1929,12 @@ impl x::SchemaType for VAppProductSpec {
 impl x::Structure for VAppProductSpec {}
 impl std::fmt::Debug for VAppProductSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VAppProductSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VAppProductSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VAppProductSpec {
@@ -2000,13 +2000,13 @@ impl x::Structure for VAppPropertyFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VAppPropertyFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VAppPropertyFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VAppPropertyFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2085,12 +2085,12 @@ impl x::SchemaType for VAppPropertyInfo {
 impl x::Structure for VAppPropertyInfo {}
 impl std::fmt::Debug for VAppPropertyInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VAppPropertyInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VAppPropertyInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VAppPropertyInfo {
@@ -2152,12 +2152,12 @@ impl x::SchemaType for VAppPropertySpec {
 impl x::Structure for VAppPropertySpec {}
 impl std::fmt::Debug for VAppPropertySpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VAppPropertySpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VAppPropertySpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VAppPropertySpec {
@@ -2213,13 +2213,13 @@ impl x::Structure for VAppTaskInProgress {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VAppTaskInProgress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VAppTaskInProgress", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VAppTaskInProgress {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]

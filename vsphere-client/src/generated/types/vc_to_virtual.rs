@@ -25,13 +25,13 @@ impl x::Structure for VcAgentUninstallFailedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VcAgentUninstallFailedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VcAgentUninstallFailedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VcAgentUninstallFailedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -86,13 +86,13 @@ impl x::Structure for VcAgentUninstalledEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VcAgentUninstalledEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VcAgentUninstalledEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VcAgentUninstalledEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -144,13 +144,13 @@ impl x::Structure for VcAgentUpgradeFailedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VcAgentUpgradeFailedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VcAgentUpgradeFailedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VcAgentUpgradeFailedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -205,13 +205,13 @@ impl x::Structure for VcAgentUpgradedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VcAgentUpgradedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VcAgentUpgradedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VcAgentUpgradedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -261,12 +261,12 @@ impl x::SchemaType for VchaClusterConfigInfo {
 impl x::Structure for VchaClusterConfigInfo {}
 impl std::fmt::Debug for VchaClusterConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VchaClusterConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VchaClusterConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VchaClusterConfigInfo {
@@ -306,12 +306,12 @@ impl x::SchemaType for VchaClusterConfigSpec {
 impl x::Structure for VchaClusterConfigSpec {}
 impl std::fmt::Debug for VchaClusterConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VchaClusterConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VchaClusterConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VchaClusterConfigSpec {
@@ -351,12 +351,12 @@ impl x::SchemaType for VchaClusterDeploymentSpec {
 impl x::Structure for VchaClusterDeploymentSpec {}
 impl std::fmt::Debug for VchaClusterDeploymentSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VchaClusterDeploymentSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VchaClusterDeploymentSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VchaClusterDeploymentSpec {
@@ -398,12 +398,12 @@ impl x::SchemaType for VchaClusterHealth {
 impl x::Structure for VchaClusterHealth {}
 impl std::fmt::Debug for VchaClusterHealth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VchaClusterHealth", x::fields_ref(self))
     }
 }
 impl PartialEq for VchaClusterHealth {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VchaClusterHealth {
@@ -450,12 +450,12 @@ impl x::SchemaType for VchaClusterNetworkSpec {
 impl x::Structure for VchaClusterNetworkSpec {}
 impl std::fmt::Debug for VchaClusterNetworkSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VchaClusterNetworkSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VchaClusterNetworkSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VchaClusterNetworkSpec {
@@ -493,12 +493,12 @@ impl x::SchemaType for VchaClusterRuntimeInfo {
 impl x::Structure for VchaClusterRuntimeInfo {}
 impl std::fmt::Debug for VchaClusterRuntimeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VchaClusterRuntimeInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VchaClusterRuntimeInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VchaClusterRuntimeInfo {
@@ -547,12 +547,12 @@ impl x::SchemaType for VchaNodeRuntimeInfo {
 impl x::Structure for VchaNodeRuntimeInfo {}
 impl std::fmt::Debug for VchaNodeRuntimeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VchaNodeRuntimeInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VchaNodeRuntimeInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VchaNodeRuntimeInfo {
@@ -598,13 +598,13 @@ impl x::Structure for VimAccountPasswordChangedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VimAccountPasswordChangedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VimAccountPasswordChangedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VimAccountPasswordChangedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -650,12 +650,12 @@ impl x::SchemaType for VimFault {
 impl x::Structure for VimFault {}
 impl std::fmt::Debug for VimFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VimFault", x::fields_ref(self))
     }
 }
 impl PartialEq for VimFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VimFault {
@@ -710,12 +710,12 @@ impl x::SchemaType for VimVasaProvider {
 impl x::Structure for VimVasaProvider {}
 impl std::fmt::Debug for VimVasaProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VimVasaProvider", x::fields_ref(self))
     }
 }
 impl PartialEq for VimVasaProvider {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VimVasaProvider {
@@ -769,12 +769,12 @@ impl x::SchemaType for VimVasaProviderInfo {
 impl x::Structure for VimVasaProviderInfo {}
 impl std::fmt::Debug for VimVasaProviderInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VimVasaProviderInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VimVasaProviderInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VimVasaProviderInfo {
@@ -824,12 +824,12 @@ impl x::SchemaType for VimVasaProviderStatePerArray {
 impl x::Structure for VimVasaProviderStatePerArray {}
 impl std::fmt::Debug for VimVasaProviderStatePerArray {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VimVasaProviderStatePerArray", x::fields_ref(self))
     }
 }
 impl PartialEq for VimVasaProviderStatePerArray {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VimVasaProviderStatePerArray {
@@ -881,12 +881,12 @@ impl x::SchemaType for VimVasaProviderVirtualHostConfig {
 impl x::Structure for VimVasaProviderVirtualHostConfig {}
 impl std::fmt::Debug for VimVasaProviderVirtualHostConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VimVasaProviderVirtualHostConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for VimVasaProviderVirtualHostConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VimVasaProviderVirtualHostConfig {
@@ -925,12 +925,12 @@ impl x::SchemaType for VirtualAHCIController {
 impl x::Structure for VirtualAHCIController {}
 impl std::fmt::Debug for VirtualAHCIController {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualAHCIController", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualAHCIController {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualAHCIController {
@@ -973,12 +973,12 @@ impl x::SchemaType for VirtualAHCIControllerOption {
 impl x::Structure for VirtualAHCIControllerOption {}
 impl std::fmt::Debug for VirtualAHCIControllerOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualAHCIControllerOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualAHCIControllerOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualAHCIControllerOption {
@@ -1029,12 +1029,12 @@ impl x::SchemaType for VirtualAppImportSpec {
 impl x::Structure for VirtualAppImportSpec {}
 impl std::fmt::Debug for VirtualAppImportSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualAppImportSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualAppImportSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualAppImportSpec {
@@ -1099,12 +1099,12 @@ impl x::SchemaType for VirtualAppLinkInfo {
 impl x::Structure for VirtualAppLinkInfo {}
 impl std::fmt::Debug for VirtualAppLinkInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualAppLinkInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualAppLinkInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualAppLinkInfo {
@@ -1154,12 +1154,12 @@ impl x::SchemaType for VirtualAppSummary {
 impl x::Structure for VirtualAppSummary {}
 impl std::fmt::Debug for VirtualAppSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualAppSummary", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualAppSummary {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualAppSummary {
@@ -1215,12 +1215,12 @@ impl x::SchemaType for VirtualBusLogicController {
 impl x::Structure for VirtualBusLogicController {}
 impl std::fmt::Debug for VirtualBusLogicController {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualBusLogicController", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualBusLogicController {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualBusLogicController {
@@ -1263,12 +1263,12 @@ impl x::SchemaType for VirtualBusLogicControllerOption {
 impl x::Structure for VirtualBusLogicControllerOption {}
 impl std::fmt::Debug for VirtualBusLogicControllerOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualBusLogicControllerOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualBusLogicControllerOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualBusLogicControllerOption {
@@ -1311,12 +1311,12 @@ impl x::SchemaType for VirtualCdrom {
 impl x::Structure for VirtualCdrom {}
 impl std::fmt::Debug for VirtualCdrom {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualCdrom", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualCdrom {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualCdrom {
@@ -1359,12 +1359,12 @@ impl x::SchemaType for VirtualCdromAtapiBackingInfo {
 impl x::Structure for VirtualCdromAtapiBackingInfo {}
 impl std::fmt::Debug for VirtualCdromAtapiBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualCdromAtapiBackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualCdromAtapiBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualCdromAtapiBackingInfo {
@@ -1407,12 +1407,12 @@ impl x::SchemaType for VirtualCdromAtapiBackingOption {
 impl x::Structure for VirtualCdromAtapiBackingOption {}
 impl std::fmt::Debug for VirtualCdromAtapiBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualCdromAtapiBackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualCdromAtapiBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualCdromAtapiBackingOption {
@@ -1455,12 +1455,12 @@ impl x::SchemaType for VirtualCdromIsoBackingInfo {
 impl x::Structure for VirtualCdromIsoBackingInfo {}
 impl std::fmt::Debug for VirtualCdromIsoBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualCdromIsoBackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualCdromIsoBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualCdromIsoBackingInfo {
@@ -1503,12 +1503,12 @@ impl x::SchemaType for VirtualCdromIsoBackingOption {
 impl x::Structure for VirtualCdromIsoBackingOption {}
 impl std::fmt::Debug for VirtualCdromIsoBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualCdromIsoBackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualCdromIsoBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualCdromIsoBackingOption {
@@ -1551,12 +1551,12 @@ impl x::SchemaType for VirtualCdromOption {
 impl x::Structure for VirtualCdromOption {}
 impl std::fmt::Debug for VirtualCdromOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualCdromOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualCdromOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualCdromOption {
@@ -1601,12 +1601,12 @@ impl x::SchemaType for VirtualCdromPassthroughBackingInfo {
 impl x::Structure for VirtualCdromPassthroughBackingInfo {}
 impl std::fmt::Debug for VirtualCdromPassthroughBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualCdromPassthroughBackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualCdromPassthroughBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualCdromPassthroughBackingInfo {
@@ -1662,12 +1662,12 @@ impl x::SchemaType for VirtualCdromPassthroughBackingOption {
 impl x::Structure for VirtualCdromPassthroughBackingOption {}
 impl std::fmt::Debug for VirtualCdromPassthroughBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualCdromPassthroughBackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualCdromPassthroughBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualCdromPassthroughBackingOption {
@@ -1721,12 +1721,12 @@ impl x::SchemaType for VirtualCdromRemoteAtapiBackingInfo {
 impl x::Structure for VirtualCdromRemoteAtapiBackingInfo {}
 impl std::fmt::Debug for VirtualCdromRemoteAtapiBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualCdromRemoteAtapiBackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualCdromRemoteAtapiBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualCdromRemoteAtapiBackingInfo {
@@ -1773,12 +1773,12 @@ impl x::SchemaType for VirtualCdromRemoteAtapiBackingOption {
 impl x::Structure for VirtualCdromRemoteAtapiBackingOption {}
 impl std::fmt::Debug for VirtualCdromRemoteAtapiBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualCdromRemoteAtapiBackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualCdromRemoteAtapiBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualCdromRemoteAtapiBackingOption {
@@ -1823,12 +1823,16 @@ impl x::SchemaType for VirtualCdromRemotePassthroughBackingInfo {
 impl x::Structure for VirtualCdromRemotePassthroughBackingInfo {}
 impl std::fmt::Debug for VirtualCdromRemotePassthroughBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualCdromRemotePassthroughBackingInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualCdromRemotePassthroughBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualCdromRemotePassthroughBackingInfo {
@@ -1884,12 +1888,16 @@ impl x::SchemaType for VirtualCdromRemotePassthroughBackingOption {
 impl x::Structure for VirtualCdromRemotePassthroughBackingOption {}
 impl std::fmt::Debug for VirtualCdromRemotePassthroughBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualCdromRemotePassthroughBackingOption",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualCdromRemotePassthroughBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualCdromRemotePassthroughBackingOption {
@@ -1947,12 +1955,12 @@ impl x::SchemaType for VirtualController {
 impl x::Structure for VirtualController {}
 impl std::fmt::Debug for VirtualController {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualController", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualController {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualController {
@@ -2015,12 +2023,12 @@ impl x::SchemaType for VirtualControllerOption {
 impl x::Structure for VirtualControllerOption {}
 impl std::fmt::Debug for VirtualControllerOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualControllerOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualControllerOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualControllerOption {
@@ -2099,12 +2107,12 @@ impl x::SchemaType for VirtualDevice {
 impl x::Structure for VirtualDevice {}
 impl std::fmt::Debug for VirtualDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDevice", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDevice {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualDevice {
@@ -2161,12 +2169,12 @@ impl x::SchemaType for VirtualDeviceBackingInfo {
 impl x::Structure for VirtualDeviceBackingInfo {}
 impl std::fmt::Debug for VirtualDeviceBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDeviceBackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDeviceBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualDeviceBackingInfo {
@@ -2193,12 +2201,12 @@ impl x::SchemaType for VirtualDeviceBackingOption {
 impl x::Structure for VirtualDeviceBackingOption {}
 impl std::fmt::Debug for VirtualDeviceBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDeviceBackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDeviceBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualDeviceBackingOption {
@@ -2229,12 +2237,12 @@ impl x::SchemaType for VirtualDeviceBusSlotInfo {
 impl x::Structure for VirtualDeviceBusSlotInfo {}
 impl std::fmt::Debug for VirtualDeviceBusSlotInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDeviceBusSlotInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDeviceBusSlotInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualDeviceBusSlotInfo {
@@ -2259,12 +2267,12 @@ impl x::SchemaType for VirtualDeviceBusSlotOption {
 impl x::Structure for VirtualDeviceBusSlotOption {}
 impl std::fmt::Debug for VirtualDeviceBusSlotOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDeviceBusSlotOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDeviceBusSlotOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualDeviceBusSlotOption {
@@ -2312,12 +2320,12 @@ impl x::SchemaType for VirtualDeviceConfigSpec {
 impl x::Structure for VirtualDeviceConfigSpec {}
 impl std::fmt::Debug for VirtualDeviceConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDeviceConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDeviceConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualDeviceConfigSpec {
@@ -2384,12 +2392,12 @@ impl x::SchemaType for VirtualDeviceConfigSpecBackingSpec {
 impl x::Structure for VirtualDeviceConfigSpecBackingSpec {}
 impl std::fmt::Debug for VirtualDeviceConfigSpecBackingSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDeviceConfigSpecBackingSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDeviceConfigSpecBackingSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualDeviceConfigSpecBackingSpec {
@@ -2431,12 +2439,12 @@ impl x::SchemaType for VirtualDeviceConnectInfo {
 impl x::Structure for VirtualDeviceConnectInfo {}
 impl std::fmt::Debug for VirtualDeviceConnectInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDeviceConnectInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDeviceConnectInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualDeviceConnectInfo {
@@ -2478,12 +2486,12 @@ impl x::SchemaType for VirtualDeviceConnectOption {
 impl x::Structure for VirtualDeviceConnectOption {}
 impl std::fmt::Debug for VirtualDeviceConnectOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDeviceConnectOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDeviceConnectOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualDeviceConnectOption {
@@ -2519,12 +2527,12 @@ impl x::SchemaType for VirtualDeviceDeviceBackingInfo {
 impl x::Structure for VirtualDeviceDeviceBackingInfo {}
 impl std::fmt::Debug for VirtualDeviceDeviceBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDeviceDeviceBackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDeviceDeviceBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualDeviceDeviceBackingInfo {
@@ -2562,12 +2570,12 @@ impl x::SchemaType for VirtualDeviceDeviceBackingOption {
 impl x::Structure for VirtualDeviceDeviceBackingOption {}
 impl std::fmt::Debug for VirtualDeviceDeviceBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDeviceDeviceBackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDeviceDeviceBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualDeviceDeviceBackingOption {
@@ -2627,12 +2635,12 @@ impl x::SchemaType for VirtualDeviceDeviceGroupInfo {
 impl x::Structure for VirtualDeviceDeviceGroupInfo {}
 impl std::fmt::Debug for VirtualDeviceDeviceGroupInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDeviceDeviceGroupInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDeviceDeviceGroupInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualDeviceDeviceGroupInfo {
@@ -2671,12 +2679,12 @@ impl x::SchemaType for VirtualDeviceFileBackingInfo {
 impl x::Structure for VirtualDeviceFileBackingInfo {}
 impl std::fmt::Debug for VirtualDeviceFileBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDeviceFileBackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDeviceFileBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualDeviceFileBackingInfo {
@@ -2716,12 +2724,12 @@ impl x::SchemaType for VirtualDeviceFileBackingOption {
 impl x::Structure for VirtualDeviceFileBackingOption {}
 impl std::fmt::Debug for VirtualDeviceFileBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDeviceFileBackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDeviceFileBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualDeviceFileBackingOption {
@@ -2799,12 +2807,12 @@ impl x::SchemaType for VirtualDeviceOption {
 impl x::Structure for VirtualDeviceOption {}
 impl std::fmt::Debug for VirtualDeviceOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDeviceOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDeviceOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualDeviceOption {
@@ -2886,12 +2894,12 @@ impl x::SchemaType for VirtualDevicePciBusSlotInfo {
 impl x::Structure for VirtualDevicePciBusSlotInfo {}
 impl std::fmt::Debug for VirtualDevicePciBusSlotInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDevicePciBusSlotInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDevicePciBusSlotInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualDevicePciBusSlotInfo {
@@ -2923,12 +2931,12 @@ impl x::SchemaType for VirtualDevicePipeBackingInfo {
 impl x::Structure for VirtualDevicePipeBackingInfo {}
 impl std::fmt::Debug for VirtualDevicePipeBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDevicePipeBackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDevicePipeBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualDevicePipeBackingInfo {
@@ -2962,12 +2970,12 @@ impl x::SchemaType for VirtualDevicePipeBackingOption {
 impl x::Structure for VirtualDevicePipeBackingOption {}
 impl std::fmt::Debug for VirtualDevicePipeBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDevicePipeBackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDevicePipeBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualDevicePipeBackingOption {
@@ -3010,12 +3018,12 @@ impl x::SchemaType for VirtualDeviceRemoteDeviceBackingInfo {
 impl x::Structure for VirtualDeviceRemoteDeviceBackingInfo {}
 impl std::fmt::Debug for VirtualDeviceRemoteDeviceBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDeviceRemoteDeviceBackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDeviceRemoteDeviceBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualDeviceRemoteDeviceBackingInfo {
@@ -3053,12 +3061,12 @@ impl x::SchemaType for VirtualDeviceRemoteDeviceBackingOption {
 impl x::Structure for VirtualDeviceRemoteDeviceBackingOption {}
 impl std::fmt::Debug for VirtualDeviceRemoteDeviceBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDeviceRemoteDeviceBackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDeviceRemoteDeviceBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualDeviceRemoteDeviceBackingOption {
@@ -3114,12 +3122,12 @@ impl x::SchemaType for VirtualDeviceURIBackingInfo {
 impl x::Structure for VirtualDeviceURIBackingInfo {}
 impl std::fmt::Debug for VirtualDeviceURIBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDeviceURIBackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDeviceURIBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualDeviceURIBackingInfo {
@@ -3159,12 +3167,12 @@ impl x::SchemaType for VirtualDeviceURIBackingOption {
 impl x::Structure for VirtualDeviceURIBackingOption {}
 impl std::fmt::Debug for VirtualDeviceURIBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDeviceURIBackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDeviceURIBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualDeviceURIBackingOption {

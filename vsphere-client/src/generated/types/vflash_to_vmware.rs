@@ -23,13 +23,13 @@ impl x::Structure for VFlashCacheHotConfigNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VFlashCacheHotConfigNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VFlashCacheHotConfigNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VFlashCacheHotConfigNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -87,13 +87,13 @@ impl x::Structure for VFlashModuleNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VFlashModuleNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VFlashModuleNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VFlashModuleNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -162,13 +162,13 @@ impl x::Structure for VFlashModuleVersionIncompatible {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VFlashModuleVersionIncompatible {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VFlashModuleVersionIncompatible", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VFlashModuleVersionIncompatible {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -233,13 +233,13 @@ impl x::Structure for VMFSDatastoreCreatedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VMFSDatastoreCreatedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMFSDatastoreCreatedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VMFSDatastoreCreatedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -298,13 +298,13 @@ impl x::Structure for VMFSDatastoreExpandedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VMFSDatastoreExpandedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMFSDatastoreExpandedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VMFSDatastoreExpandedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -361,13 +361,13 @@ impl x::Structure for VMFSDatastoreExtendedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VMFSDatastoreExtendedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMFSDatastoreExtendedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VMFSDatastoreExtendedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -422,13 +422,13 @@ impl x::Structure for VMINotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VMINotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMINotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VMINotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -478,13 +478,13 @@ impl x::Structure for VMOnConflictDVPort {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VMOnConflictDVPort {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMOnConflictDVPort", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VMOnConflictDVPort {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -534,13 +534,13 @@ impl x::Structure for VMOnVirtualIntranet {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VMOnVirtualIntranet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMOnVirtualIntranet", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VMOnVirtualIntranet {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -590,13 +590,13 @@ impl x::Structure for VMotionAcrossNetworkNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VMotionAcrossNetworkNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMotionAcrossNetworkNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VMotionAcrossNetworkNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -652,13 +652,13 @@ impl x::Structure for VMotionInterfaceIssue {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VMotionInterfaceIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMotionInterfaceIssue", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VMotionInterfaceIssue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -717,13 +717,13 @@ impl x::Structure for VMotionLicenseExpiredEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VMotionLicenseExpiredEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMotionLicenseExpiredEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VMotionLicenseExpiredEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -775,13 +775,13 @@ impl x::Structure for VMotionLinkCapacityLow {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VMotionLinkCapacityLow {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMotionLinkCapacityLow", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VMotionLinkCapacityLow {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -844,13 +844,13 @@ impl x::Structure for VMotionLinkDown {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VMotionLinkDown {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMotionLinkDown", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VMotionLinkDown {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -911,13 +911,13 @@ impl x::Structure for VMotionNotConfigured {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VMotionNotConfigured {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMotionNotConfigured", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VMotionNotConfigured {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -967,13 +967,13 @@ impl x::Structure for VMotionNotLicensed {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VMotionNotLicensed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMotionNotLicensed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VMotionNotLicensed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1023,13 +1023,13 @@ impl x::Structure for VMotionNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VMotionNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMotionNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VMotionNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1079,13 +1079,13 @@ impl x::Structure for VMotionProtocolIncompatible {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VMotionProtocolIncompatible {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMotionProtocolIncompatible", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VMotionProtocolIncompatible {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1161,12 +1161,12 @@ impl x::SchemaType for VMwareDVSConfigInfo {
 impl x::Structure for VMwareDVSConfigInfo {}
 impl std::fmt::Debug for VMwareDVSConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareDVSConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareDVSConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VMwareDVSConfigInfo {
@@ -1306,12 +1306,12 @@ impl x::SchemaType for VMwareDVSConfigSpec {
 impl x::Structure for VMwareDVSConfigSpec {}
 impl std::fmt::Debug for VMwareDVSConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareDVSConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareDVSConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VMwareDVSConfigSpec {
@@ -1454,12 +1454,12 @@ impl x::SchemaType for VMwareDVSFeatureCapability {
 impl x::Structure for VMwareDVSFeatureCapability {}
 impl std::fmt::Debug for VMwareDVSFeatureCapability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareDVSFeatureCapability", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareDVSFeatureCapability {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VMwareDVSFeatureCapability {
@@ -1571,12 +1571,12 @@ impl x::SchemaType for VMwareDVSHealthCheckCapability {
 impl x::Structure for VMwareDVSHealthCheckCapability {}
 impl std::fmt::Debug for VMwareDVSHealthCheckCapability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareDVSHealthCheckCapability", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareDVSHealthCheckCapability {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VMwareDVSHealthCheckCapability {
@@ -1612,12 +1612,12 @@ impl x::SchemaType for VMwareDVSHealthCheckConfig {
 impl x::Structure for VMwareDVSHealthCheckConfig {}
 impl std::fmt::Debug for VMwareDVSHealthCheckConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareDVSHealthCheckConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareDVSHealthCheckConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VMwareDVSHealthCheckConfig {
@@ -1666,12 +1666,12 @@ impl x::SchemaType for VMwareDVSMtuHealthCheckResult {
 impl x::Structure for VMwareDVSMtuHealthCheckResult {}
 impl std::fmt::Debug for VMwareDVSMtuHealthCheckResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareDVSMtuHealthCheckResult", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareDVSMtuHealthCheckResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VMwareDVSMtuHealthCheckResult {
@@ -1761,12 +1761,12 @@ impl x::SchemaType for VMwareDVSPortSetting {
 impl x::Structure for VMwareDVSPortSetting {}
 impl std::fmt::Debug for VMwareDVSPortSetting {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareDVSPortSetting", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareDVSPortSetting {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VMwareDVSPortSetting {
@@ -1840,12 +1840,12 @@ impl x::SchemaType for VMwareDVSPortgroupPolicy {
 impl x::Structure for VMwareDVSPortgroupPolicy {}
 impl std::fmt::Debug for VMwareDVSPortgroupPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareDVSPortgroupPolicy", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareDVSPortgroupPolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VMwareDVSPortgroupPolicy {
@@ -1910,12 +1910,12 @@ impl x::SchemaType for VMwareDVSPvlanConfigSpec {
 impl x::Structure for VMwareDVSPvlanConfigSpec {}
 impl std::fmt::Debug for VMwareDVSPvlanConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareDVSPvlanConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareDVSPvlanConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VMwareDVSPvlanConfigSpec {
@@ -1957,12 +1957,12 @@ impl x::SchemaType for VMwareDVSPvlanMapEntry {
 impl x::Structure for VMwareDVSPvlanMapEntry {}
 impl std::fmt::Debug for VMwareDVSPvlanMapEntry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareDVSPvlanMapEntry", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareDVSPvlanMapEntry {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VMwareDVSPvlanMapEntry {
@@ -2004,12 +2004,12 @@ impl x::SchemaType for VMwareDVSTeamingHealthCheckConfig {
 impl x::Structure for VMwareDVSTeamingHealthCheckConfig {}
 impl std::fmt::Debug for VMwareDVSTeamingHealthCheckConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareDVSTeamingHealthCheckConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareDVSTeamingHealthCheckConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VMwareDVSTeamingHealthCheckConfig {
@@ -2054,12 +2054,12 @@ impl x::SchemaType for VMwareDVSTeamingHealthCheckResult {
 impl x::Structure for VMwareDVSTeamingHealthCheckResult {}
 impl std::fmt::Debug for VMwareDVSTeamingHealthCheckResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareDVSTeamingHealthCheckResult", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareDVSTeamingHealthCheckResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VMwareDVSTeamingHealthCheckResult {
@@ -2117,12 +2117,12 @@ impl x::SchemaType for VMwareDVSVlanHealthCheckResult {
 impl x::Structure for VMwareDVSVlanHealthCheckResult {}
 impl std::fmt::Debug for VMwareDVSVlanHealthCheckResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareDVSVlanHealthCheckResult", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareDVSVlanHealthCheckResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VMwareDVSVlanHealthCheckResult {
@@ -2189,12 +2189,12 @@ impl x::SchemaType for VMwareDVSVlanMtuHealthCheckConfig {
 impl x::Structure for VMwareDVSVlanMtuHealthCheckConfig {}
 impl std::fmt::Debug for VMwareDVSVlanMtuHealthCheckConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareDVSVlanMtuHealthCheckConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareDVSVlanMtuHealthCheckConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VMwareDVSVlanMtuHealthCheckConfig {
@@ -2247,12 +2247,12 @@ impl x::SchemaType for VMwareDVSVspanCapability {
 impl x::Structure for VMwareDVSVspanCapability {}
 impl std::fmt::Debug for VMwareDVSVspanCapability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareDVSVspanCapability", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareDVSVspanCapability {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VMwareDVSVspanCapability {
@@ -2300,12 +2300,12 @@ impl x::SchemaType for VMwareDVSVspanConfigSpec {
 impl x::Structure for VMwareDVSVspanConfigSpec {}
 impl std::fmt::Debug for VMwareDVSVspanConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareDVSVspanConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareDVSVspanConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VMwareDVSVspanConfigSpec {
@@ -2351,12 +2351,12 @@ impl x::SchemaType for VMwareDvsDpuCapability {
 impl x::Structure for VMwareDvsDpuCapability {}
 impl std::fmt::Debug for VMwareDvsDpuCapability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareDvsDpuCapability", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareDvsDpuCapability {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VMwareDvsDpuCapability {
@@ -2408,12 +2408,12 @@ impl x::SchemaType for VMwareDvsIpfixCapability {
 impl x::Structure for VMwareDvsIpfixCapability {}
 impl std::fmt::Debug for VMwareDvsIpfixCapability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareDvsIpfixCapability", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareDvsIpfixCapability {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VMwareDvsIpfixCapability {
@@ -2458,12 +2458,12 @@ impl x::SchemaType for VMwareDvsLacpCapability {
 impl x::Structure for VMwareDvsLacpCapability {}
 impl std::fmt::Debug for VMwareDvsLacpCapability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareDvsLacpCapability", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareDvsLacpCapability {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VMwareDvsLacpCapability {
@@ -2517,12 +2517,12 @@ impl x::SchemaType for VMwareDvsLacpGroupConfig {
 impl x::Structure for VMwareDvsLacpGroupConfig {}
 impl std::fmt::Debug for VMwareDvsLacpGroupConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareDvsLacpGroupConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareDvsLacpGroupConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VMwareDvsLacpGroupConfig {
@@ -2594,12 +2594,12 @@ impl x::SchemaType for VMwareDvsLacpGroupSpec {
 impl x::Structure for VMwareDvsLacpGroupSpec {}
 impl std::fmt::Debug for VMwareDvsLacpGroupSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareDvsLacpGroupSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareDvsLacpGroupSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VMwareDvsLacpGroupSpec {
@@ -2637,12 +2637,12 @@ impl x::SchemaType for VMwareDvsLagIpfixConfig {
 impl x::Structure for VMwareDvsLagIpfixConfig {}
 impl std::fmt::Debug for VMwareDvsLagIpfixConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareDvsLagIpfixConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareDvsLagIpfixConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VMwareDvsLagIpfixConfig {
@@ -2674,12 +2674,12 @@ impl x::SchemaType for VMwareDvsLagVlanConfig {
 impl x::Structure for VMwareDvsLagVlanConfig {}
 impl std::fmt::Debug for VMwareDvsLagVlanConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareDvsLagVlanConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareDvsLagVlanConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VMwareDvsLagVlanConfig {
@@ -2720,12 +2720,12 @@ impl x::SchemaType for VMwareDvsMtuCapability {
 impl x::Structure for VMwareDvsMtuCapability {}
 impl std::fmt::Debug for VMwareDvsMtuCapability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareDvsMtuCapability", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareDvsMtuCapability {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VMwareDvsMtuCapability {
@@ -2763,12 +2763,12 @@ impl x::SchemaType for VMwareDvsPerfNicOffloadCapability {
 impl x::Structure for VMwareDvsPerfNicOffloadCapability {}
 impl std::fmt::Debug for VMwareDvsPerfNicOffloadCapability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareDvsPerfNicOffloadCapability", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareDvsPerfNicOffloadCapability {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VMwareDvsPerfNicOffloadCapability {
@@ -2805,12 +2805,12 @@ impl x::SchemaType for VMwareDvsSystemTrafficCapabilities {
 impl x::Structure for VMwareDvsSystemTrafficCapabilities {}
 impl std::fmt::Debug for VMwareDvsSystemTrafficCapabilities {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareDvsSystemTrafficCapabilities", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareDvsSystemTrafficCapabilities {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VMwareDvsSystemTrafficCapabilities {
@@ -2862,12 +2862,12 @@ impl x::SchemaType for VMwareIpfixConfig {
 impl x::Structure for VMwareIpfixConfig {}
 impl std::fmt::Debug for VMwareIpfixConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareIpfixConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareIpfixConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VMwareIpfixConfig {
@@ -2917,12 +2917,12 @@ impl x::SchemaType for VMwareUplinkLacpPolicy {
 impl x::Structure for VMwareUplinkLacpPolicy {}
 impl std::fmt::Debug for VMwareUplinkLacpPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareUplinkLacpPolicy", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareUplinkLacpPolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VMwareUplinkLacpPolicy {
@@ -2976,12 +2976,12 @@ impl x::SchemaType for VMwareUplinkPortOrderPolicy {
 impl x::Structure for VMwareUplinkPortOrderPolicy {}
 impl std::fmt::Debug for VMwareUplinkPortOrderPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareUplinkPortOrderPolicy", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareUplinkPortOrderPolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VMwareUplinkPortOrderPolicy {
@@ -3046,12 +3046,12 @@ impl x::SchemaType for VMwareVspanPort {
 impl x::Structure for VMwareVspanPort {}
 impl std::fmt::Debug for VMwareVspanPort {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareVspanPort", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareVspanPort {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VMwareVspanPort {
@@ -3140,12 +3140,12 @@ impl x::SchemaType for VMwareVspanSession {
 impl x::Structure for VMwareVspanSession {}
 impl std::fmt::Debug for VMwareVspanSession {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VMwareVspanSession", x::fields_ref(self))
     }
 }
 impl PartialEq for VMwareVspanSession {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VMwareVspanSession {

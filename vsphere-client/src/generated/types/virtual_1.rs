@@ -55,12 +55,12 @@ impl x::SchemaType for VirtualDisk {
 impl x::Structure for VirtualDisk {}
 impl std::fmt::Debug for VirtualDisk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDisk", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDisk {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualDisk {
@@ -190,12 +190,12 @@ impl x::SchemaType for VirtualDiskAntiAffinityRuleSpec {
 impl x::Structure for VirtualDiskAntiAffinityRuleSpec {}
 impl std::fmt::Debug for VirtualDiskAntiAffinityRuleSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDiskAntiAffinityRuleSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDiskAntiAffinityRuleSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualDiskAntiAffinityRuleSpec {
@@ -255,13 +255,13 @@ impl x::Structure for VirtualDiskBlocksNotFullyProvisioned {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VirtualDiskBlocksNotFullyProvisioned {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDiskBlocksNotFullyProvisioned", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VirtualDiskBlocksNotFullyProvisioned {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -311,12 +311,12 @@ impl x::SchemaType for VirtualDiskConfigSpec {
 impl x::Structure for VirtualDiskConfigSpec {}
 impl std::fmt::Debug for VirtualDiskConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDiskConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDiskConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualDiskConfigSpec {
@@ -372,12 +372,12 @@ impl x::SchemaType for VirtualDiskDeltaDiskFormatsSupported {
 impl x::Structure for VirtualDiskDeltaDiskFormatsSupported {}
 impl std::fmt::Debug for VirtualDiskDeltaDiskFormatsSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDiskDeltaDiskFormatsSupported", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDiskDeltaDiskFormatsSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualDiskDeltaDiskFormatsSupported {
@@ -427,12 +427,12 @@ impl x::SchemaType for VirtualDiskFlatVer1BackingInfo {
 impl x::Structure for VirtualDiskFlatVer1BackingInfo {}
 impl std::fmt::Debug for VirtualDiskFlatVer1BackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDiskFlatVer1BackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDiskFlatVer1BackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualDiskFlatVer1BackingInfo {
@@ -502,12 +502,12 @@ impl x::SchemaType for VirtualDiskFlatVer1BackingOption {
 impl x::Structure for VirtualDiskFlatVer1BackingOption {}
 impl std::fmt::Debug for VirtualDiskFlatVer1BackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDiskFlatVer1BackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDiskFlatVer1BackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualDiskFlatVer1BackingOption {
@@ -597,12 +597,12 @@ impl x::SchemaType for VirtualDiskFlatVer2BackingInfo {
 impl x::Structure for VirtualDiskFlatVer2BackingInfo {}
 impl std::fmt::Debug for VirtualDiskFlatVer2BackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDiskFlatVer2BackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDiskFlatVer2BackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualDiskFlatVer2BackingInfo {
@@ -708,12 +708,12 @@ impl x::SchemaType for VirtualDiskFlatVer2BackingOption {
 impl x::Structure for VirtualDiskFlatVer2BackingOption {}
 impl std::fmt::Debug for VirtualDiskFlatVer2BackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDiskFlatVer2BackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDiskFlatVer2BackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualDiskFlatVer2BackingOption {
@@ -819,12 +819,12 @@ impl x::SchemaType for VirtualDiskId {
 impl x::Structure for VirtualDiskId {}
 impl std::fmt::Debug for VirtualDiskId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDiskId", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDiskId {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualDiskId {
@@ -872,12 +872,12 @@ impl x::SchemaType for VirtualDiskLocalPMemBackingInfo {
 impl x::Structure for VirtualDiskLocalPMemBackingInfo {}
 impl std::fmt::Debug for VirtualDiskLocalPMemBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDiskLocalPMemBackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDiskLocalPMemBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualDiskLocalPMemBackingInfo {
@@ -945,12 +945,12 @@ impl x::SchemaType for VirtualDiskLocalPMemBackingOption {
 impl x::Structure for VirtualDiskLocalPMemBackingOption {}
 impl std::fmt::Debug for VirtualDiskLocalPMemBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDiskLocalPMemBackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDiskLocalPMemBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualDiskLocalPMemBackingOption {
@@ -1016,13 +1016,13 @@ impl x::Structure for VirtualDiskModeNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VirtualDiskModeNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDiskModeNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VirtualDiskModeNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1079,12 +1079,12 @@ impl x::SchemaType for VirtualDiskOption {
 impl x::Structure for VirtualDiskOption {}
 impl std::fmt::Debug for VirtualDiskOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDiskOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDiskOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualDiskOption {
@@ -1140,12 +1140,16 @@ impl x::SchemaType for VirtualDiskOptionVFlashCacheConfigOption {
 impl x::Structure for VirtualDiskOptionVFlashCacheConfigOption {}
 impl std::fmt::Debug for VirtualDiskOptionVFlashCacheConfigOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualDiskOptionVFlashCacheConfigOption",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualDiskOptionVFlashCacheConfigOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualDiskOptionVFlashCacheConfigOption {
@@ -1187,12 +1191,16 @@ impl x::SchemaType for VirtualDiskPartitionedRawDiskVer2BackingInfo {
 impl x::Structure for VirtualDiskPartitionedRawDiskVer2BackingInfo {}
 impl std::fmt::Debug for VirtualDiskPartitionedRawDiskVer2BackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualDiskPartitionedRawDiskVer2BackingInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualDiskPartitionedRawDiskVer2BackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualDiskPartitionedRawDiskVer2BackingInfo {
@@ -1256,12 +1264,16 @@ impl x::SchemaType for VirtualDiskPartitionedRawDiskVer2BackingOption {
 impl x::Structure for VirtualDiskPartitionedRawDiskVer2BackingOption {}
 impl std::fmt::Debug for VirtualDiskPartitionedRawDiskVer2BackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualDiskPartitionedRawDiskVer2BackingOption",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualDiskPartitionedRawDiskVer2BackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualDiskPartitionedRawDiskVer2BackingOption {
@@ -1330,12 +1342,16 @@ impl x::SchemaType for VirtualDiskRawDiskMappingVer1BackingInfo {
 impl x::Structure for VirtualDiskRawDiskMappingVer1BackingInfo {}
 impl std::fmt::Debug for VirtualDiskRawDiskMappingVer1BackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualDiskRawDiskMappingVer1BackingInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualDiskRawDiskMappingVer1BackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualDiskRawDiskMappingVer1BackingInfo {
@@ -1421,12 +1437,16 @@ impl x::SchemaType for VirtualDiskRawDiskMappingVer1BackingOption {
 impl x::Structure for VirtualDiskRawDiskMappingVer1BackingOption {}
 impl std::fmt::Debug for VirtualDiskRawDiskMappingVer1BackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualDiskRawDiskMappingVer1BackingOption",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualDiskRawDiskMappingVer1BackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualDiskRawDiskMappingVer1BackingOption {
@@ -1509,12 +1529,12 @@ impl x::SchemaType for VirtualDiskRawDiskVer2BackingInfo {
 impl x::Structure for VirtualDiskRawDiskVer2BackingInfo {}
 impl std::fmt::Debug for VirtualDiskRawDiskVer2BackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDiskRawDiskVer2BackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDiskRawDiskVer2BackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualDiskRawDiskVer2BackingInfo {
@@ -1578,12 +1598,12 @@ impl x::SchemaType for VirtualDiskRawDiskVer2BackingOption {
 impl x::Structure for VirtualDiskRawDiskVer2BackingOption {}
 impl std::fmt::Debug for VirtualDiskRawDiskVer2BackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDiskRawDiskVer2BackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDiskRawDiskVer2BackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualDiskRawDiskVer2BackingOption {
@@ -1645,12 +1665,12 @@ impl x::SchemaType for VirtualDiskRuleSpec {
 impl x::Structure for VirtualDiskRuleSpec {}
 impl std::fmt::Debug for VirtualDiskRuleSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDiskRuleSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDiskRuleSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualDiskRuleSpec {
@@ -1733,12 +1753,12 @@ impl x::SchemaType for VirtualDiskSeSparseBackingInfo {
 impl x::Structure for VirtualDiskSeSparseBackingInfo {}
 impl std::fmt::Debug for VirtualDiskSeSparseBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDiskSeSparseBackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDiskSeSparseBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualDiskSeSparseBackingInfo {
@@ -1826,12 +1846,12 @@ impl x::SchemaType for VirtualDiskSeSparseBackingOption {
 impl x::Structure for VirtualDiskSeSparseBackingOption {}
 impl std::fmt::Debug for VirtualDiskSeSparseBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDiskSeSparseBackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDiskSeSparseBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualDiskSeSparseBackingOption {
@@ -1937,12 +1957,12 @@ impl x::SchemaType for VirtualDiskSparseVer1BackingInfo {
 impl x::Structure for VirtualDiskSparseVer1BackingInfo {}
 impl std::fmt::Debug for VirtualDiskSparseVer1BackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDiskSparseVer1BackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDiskSparseVer1BackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualDiskSparseVer1BackingInfo {
@@ -2014,12 +2034,12 @@ impl x::SchemaType for VirtualDiskSparseVer1BackingOption {
 impl x::Structure for VirtualDiskSparseVer1BackingOption {}
 impl std::fmt::Debug for VirtualDiskSparseVer1BackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDiskSparseVer1BackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDiskSparseVer1BackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualDiskSparseVer1BackingOption {
@@ -2097,12 +2117,12 @@ impl x::SchemaType for VirtualDiskSparseVer2BackingInfo {
 impl x::Structure for VirtualDiskSparseVer2BackingInfo {}
 impl std::fmt::Debug for VirtualDiskSparseVer2BackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDiskSparseVer2BackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDiskSparseVer2BackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualDiskSparseVer2BackingInfo {
@@ -2188,12 +2208,12 @@ impl x::SchemaType for VirtualDiskSparseVer2BackingOption {
 impl x::Structure for VirtualDiskSparseVer2BackingOption {}
 impl std::fmt::Debug for VirtualDiskSparseVer2BackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDiskSparseVer2BackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDiskSparseVer2BackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualDiskSparseVer2BackingOption {
@@ -2269,12 +2289,12 @@ impl x::SchemaType for VirtualDiskSpec {
 impl x::Structure for VirtualDiskSpec {}
 impl std::fmt::Debug for VirtualDiskSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDiskSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDiskSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualDiskSpec {
@@ -2316,12 +2336,12 @@ impl x::SchemaType for VirtualDiskVFlashCacheConfigInfo {
 impl x::Structure for VirtualDiskVFlashCacheConfigInfo {}
 impl std::fmt::Debug for VirtualDiskVFlashCacheConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualDiskVFlashCacheConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualDiskVFlashCacheConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualDiskVFlashCacheConfigInfo {
@@ -2363,12 +2383,12 @@ impl x::SchemaType for VirtualE1000 {
 impl x::Structure for VirtualE1000 {}
 impl std::fmt::Debug for VirtualE1000 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualE1000", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualE1000 {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualE1000 {
@@ -2411,12 +2431,12 @@ impl x::SchemaType for VirtualE1000Option {
 impl x::Structure for VirtualE1000Option {}
 impl std::fmt::Debug for VirtualE1000Option {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualE1000Option", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualE1000Option {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualE1000Option {
@@ -2459,12 +2479,12 @@ impl x::SchemaType for VirtualE1000e {
 impl x::Structure for VirtualE1000e {}
 impl std::fmt::Debug for VirtualE1000e {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualE1000e", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualE1000e {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualE1000e {
@@ -2507,12 +2527,12 @@ impl x::SchemaType for VirtualE1000eOption {
 impl x::Structure for VirtualE1000eOption {}
 impl std::fmt::Debug for VirtualE1000eOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualE1000eOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualE1000eOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualE1000eOption {
@@ -2555,12 +2575,12 @@ impl x::SchemaType for VirtualEnsoniq1371 {
 impl x::Structure for VirtualEnsoniq1371 {}
 impl std::fmt::Debug for VirtualEnsoniq1371 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualEnsoniq1371", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualEnsoniq1371 {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualEnsoniq1371 {
@@ -2603,12 +2623,12 @@ impl x::SchemaType for VirtualEnsoniq1371Option {
 impl x::Structure for VirtualEnsoniq1371Option {}
 impl std::fmt::Debug for VirtualEnsoniq1371Option {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualEnsoniq1371Option", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualEnsoniq1371Option {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualEnsoniq1371Option {
@@ -2667,12 +2687,12 @@ impl x::SchemaType for VirtualEthernetCard {
 impl x::Structure for VirtualEthernetCard {}
 impl std::fmt::Debug for VirtualEthernetCard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualEthernetCard", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualEthernetCard {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualEthernetCard {
@@ -2735,12 +2755,12 @@ impl x::SchemaType for VirtualEthernetCardDVPortBackingOption {
 impl x::Structure for VirtualEthernetCardDVPortBackingOption {}
 impl std::fmt::Debug for VirtualEthernetCardDVPortBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualEthernetCardDVPortBackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualEthernetCardDVPortBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualEthernetCardDVPortBackingOption {
@@ -2781,12 +2801,16 @@ impl x::SchemaType for VirtualEthernetCardDistributedVirtualPortBackingInfo {
 impl x::Structure for VirtualEthernetCardDistributedVirtualPortBackingInfo {}
 impl std::fmt::Debug for VirtualEthernetCardDistributedVirtualPortBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualEthernetCardDistributedVirtualPortBackingInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualEthernetCardDistributedVirtualPortBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualEthernetCardDistributedVirtualPortBackingInfo {
@@ -2820,12 +2844,16 @@ impl x::SchemaType for VirtualEthernetCardLegacyNetworkBackingInfo {
 impl x::Structure for VirtualEthernetCardLegacyNetworkBackingInfo {}
 impl std::fmt::Debug for VirtualEthernetCardLegacyNetworkBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualEthernetCardLegacyNetworkBackingInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualEthernetCardLegacyNetworkBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualEthernetCardLegacyNetworkBackingInfo {
@@ -2868,12 +2896,16 @@ impl x::SchemaType for VirtualEthernetCardLegacyNetworkBackingOption {
 impl x::Structure for VirtualEthernetCardLegacyNetworkBackingOption {}
 impl std::fmt::Debug for VirtualEthernetCardLegacyNetworkBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualEthernetCardLegacyNetworkBackingOption",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualEthernetCardLegacyNetworkBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualEthernetCardLegacyNetworkBackingOption {
@@ -2920,12 +2952,12 @@ impl x::SchemaType for VirtualEthernetCardNetworkBackingInfo {
 impl x::Structure for VirtualEthernetCardNetworkBackingInfo {}
 impl std::fmt::Debug for VirtualEthernetCardNetworkBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualEthernetCardNetworkBackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualEthernetCardNetworkBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualEthernetCardNetworkBackingInfo {
@@ -2981,12 +3013,16 @@ impl x::SchemaType for VirtualEthernetCardNetworkBackingOption {
 impl x::Structure for VirtualEthernetCardNetworkBackingOption {}
 impl std::fmt::Debug for VirtualEthernetCardNetworkBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualEthernetCardNetworkBackingOption",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualEthernetCardNetworkBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualEthernetCardNetworkBackingOption {
@@ -3033,13 +3069,13 @@ impl x::Structure for VirtualEthernetCardNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VirtualEthernetCardNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualEthernetCardNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VirtualEthernetCardNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -3069,94 +3105,5 @@ impl x::Fields for VirtualEthernetCardNotSupported {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.device_not_supported, w);
-    }
-}
-/// `VirtualEthernetCardOpaqueNetworkBackingInfo` (extends `VirtualDeviceBackingInfo`).
-#[derive(Clone, Default)]
-pub struct VirtualEthernetCardOpaqueNetworkBackingInfo {
-    /// `opaqueNetworkId`.
-    pub opaque_network_id: String,
-    /// `opaqueNetworkType`.
-    pub opaque_network_type: String,
-}
-impl x::SchemaType for VirtualEthernetCardOpaqueNetworkBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualEthernetCardOpaqueNetworkBackingInfo";
-}
-impl x::Structure for VirtualEthernetCardOpaqueNetworkBackingInfo {}
-impl std::fmt::Debug for VirtualEthernetCardOpaqueNetworkBackingInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualEthernetCardOpaqueNetworkBackingInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for VirtualEthernetCardOpaqueNetworkBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "opaqueNetworkId" => r.read(&mut self.opaque_network_id),
-            "opaqueNetworkType" => r.read(&mut self.opaque_network_type),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("opaqueNetworkId", &self.opaque_network_id);
-        w.write("opaqueNetworkType", &self.opaque_network_type);
-    }
-}
-/// `VirtualEthernetCardOpaqueNetworkBackingOption` (extends `VirtualDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualEthernetCardOpaqueNetworkBackingOption {
-    /// The fields `VirtualEthernetCardOpaqueNetworkBackingOption` inherits from `VirtualDeviceBackingOption`.
-    pub virtual_device_backing_option: VirtualDeviceBackingOption,
-}
-impl x::SchemaType for VirtualEthernetCardOpaqueNetworkBackingOption {
-    const TYPE_NAME: &'static str = "VirtualEthernetCardOpaqueNetworkBackingOption";
-}
-impl x::Structure for VirtualEthernetCardOpaqueNetworkBackingOption {}
-impl std::fmt::Debug for VirtualEthernetCardOpaqueNetworkBackingOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualEthernetCardOpaqueNetworkBackingOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualEthernetCardOpaqueNetworkBackingOption {
-    type Target = VirtualDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceBackingOption {
-        &self.virtual_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualEthernetCardOpaqueNetworkBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
-        &mut self.virtual_device_backing_option
-    }
-}
-impl x::Fields for VirtualEthernetCardOpaqueNetworkBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
     }
 }

@@ -5,6 +5,103 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualEthernetCardOpaqueNetworkBackingInfo` (extends `VirtualDeviceBackingInfo`).
+#[derive(Clone, Default)]
+pub struct VirtualEthernetCardOpaqueNetworkBackingInfo {
+    /// `opaqueNetworkId`.
+    pub opaque_network_id: String,
+    /// `opaqueNetworkType`.
+    pub opaque_network_type: String,
+}
+impl x::SchemaType for VirtualEthernetCardOpaqueNetworkBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualEthernetCardOpaqueNetworkBackingInfo";
+}
+impl x::Structure for VirtualEthernetCardOpaqueNetworkBackingInfo {}
+impl std::fmt::Debug for VirtualEthernetCardOpaqueNetworkBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualEthernetCardOpaqueNetworkBackingInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualEthernetCardOpaqueNetworkBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualEthernetCardOpaqueNetworkBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "opaqueNetworkId" => r.read(&mut self.opaque_network_id),
+            "opaqueNetworkType" => r.read(&mut self.opaque_network_type),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("opaqueNetworkId", &self.opaque_network_id);
+        w.write("opaqueNetworkType", &self.opaque_network_type);
+    }
+}
+/// `VirtualEthernetCardOpaqueNetworkBackingOption` (extends `VirtualDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualEthernetCardOpaqueNetworkBackingOption {
+    /// The fields `VirtualEthernetCardOpaqueNetworkBackingOption` inherits from `VirtualDeviceBackingOption`.
+    pub virtual_device_backing_option: VirtualDeviceBackingOption,
+}
+impl x::SchemaType for VirtualEthernetCardOpaqueNetworkBackingOption {
+    const TYPE_NAME: &'static str = "VirtualEthernetCardOpaqueNetworkBackingOption";
+}
+impl x::Structure for VirtualEthernetCardOpaqueNetworkBackingOption {}
+impl std::fmt::Debug for VirtualEthernetCardOpaqueNetworkBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualEthernetCardOpaqueNetworkBackingOption",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualEthernetCardOpaqueNetworkBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualEthernetCardOpaqueNetworkBackingOption {
+    type Target = VirtualDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceBackingOption {
+        &self.virtual_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualEthernetCardOpaqueNetworkBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
+        &mut self.virtual_device_backing_option
+    }
+}
+impl x::Fields for VirtualEthernetCardOpaqueNetworkBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
+    }
+}
 /// `VirtualEthernetCardOption` (extends `VirtualDeviceOption`).
 ///
 /// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
@@ -29,12 +126,12 @@ impl x::SchemaType for VirtualEthernetCardOption {
 impl x::Structure for VirtualEthernetCardOption {}
 impl std::fmt::Debug for VirtualEthernetCardOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualEthernetCardOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualEthernetCardOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualEthernetCardOption {
@@ -94,12 +191,12 @@ impl x::SchemaType for VirtualEthernetCardResourceAllocation {
 impl x::Structure for VirtualEthernetCardResourceAllocation {}
 impl std::fmt::Debug for VirtualEthernetCardResourceAllocation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualEthernetCardResourceAllocation", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualEthernetCardResourceAllocation {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualEthernetCardResourceAllocation {
@@ -137,12 +234,12 @@ impl x::SchemaType for VirtualFloppy {
 impl x::Structure for VirtualFloppy {}
 impl std::fmt::Debug for VirtualFloppy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualFloppy", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualFloppy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualFloppy {
@@ -185,12 +282,12 @@ impl x::SchemaType for VirtualFloppyDeviceBackingInfo {
 impl x::Structure for VirtualFloppyDeviceBackingInfo {}
 impl std::fmt::Debug for VirtualFloppyDeviceBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualFloppyDeviceBackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualFloppyDeviceBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualFloppyDeviceBackingInfo {
@@ -233,12 +330,12 @@ impl x::SchemaType for VirtualFloppyDeviceBackingOption {
 impl x::Structure for VirtualFloppyDeviceBackingOption {}
 impl std::fmt::Debug for VirtualFloppyDeviceBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualFloppyDeviceBackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualFloppyDeviceBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualFloppyDeviceBackingOption {
@@ -281,12 +378,12 @@ impl x::SchemaType for VirtualFloppyImageBackingInfo {
 impl x::Structure for VirtualFloppyImageBackingInfo {}
 impl std::fmt::Debug for VirtualFloppyImageBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualFloppyImageBackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualFloppyImageBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualFloppyImageBackingInfo {
@@ -329,12 +426,12 @@ impl x::SchemaType for VirtualFloppyImageBackingOption {
 impl x::Structure for VirtualFloppyImageBackingOption {}
 impl std::fmt::Debug for VirtualFloppyImageBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualFloppyImageBackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualFloppyImageBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualFloppyImageBackingOption {
@@ -377,12 +474,12 @@ impl x::SchemaType for VirtualFloppyOption {
 impl x::Structure for VirtualFloppyOption {}
 impl std::fmt::Debug for VirtualFloppyOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualFloppyOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualFloppyOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualFloppyOption {
@@ -425,12 +522,12 @@ impl x::SchemaType for VirtualFloppyRemoteDeviceBackingInfo {
 impl x::Structure for VirtualFloppyRemoteDeviceBackingInfo {}
 impl std::fmt::Debug for VirtualFloppyRemoteDeviceBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualFloppyRemoteDeviceBackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualFloppyRemoteDeviceBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualFloppyRemoteDeviceBackingInfo {
@@ -477,12 +574,12 @@ impl x::SchemaType for VirtualFloppyRemoteDeviceBackingOption {
 impl x::Structure for VirtualFloppyRemoteDeviceBackingOption {}
 impl std::fmt::Debug for VirtualFloppyRemoteDeviceBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualFloppyRemoteDeviceBackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualFloppyRemoteDeviceBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualFloppyRemoteDeviceBackingOption {
@@ -549,12 +646,12 @@ impl x::SchemaType for VirtualHardware {
 impl x::Structure for VirtualHardware {}
 impl std::fmt::Debug for VirtualHardware {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualHardware", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualHardware {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualHardware {
@@ -647,13 +744,13 @@ impl x::Structure for VirtualHardwareCompatibilityIssue {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VirtualHardwareCompatibilityIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualHardwareCompatibilityIssue", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VirtualHardwareCompatibilityIssue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -763,12 +860,12 @@ impl x::SchemaType for VirtualHardwareOption {
 impl x::Structure for VirtualHardwareOption {}
 impl std::fmt::Debug for VirtualHardwareOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualHardwareOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualHardwareOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualHardwareOption {
@@ -952,13 +1049,13 @@ impl x::Structure for VirtualHardwareVersionNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VirtualHardwareVersionNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualHardwareVersionNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VirtualHardwareVersionNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1017,12 +1114,12 @@ impl x::SchemaType for VirtualHdAudioCard {
 impl x::Structure for VirtualHdAudioCard {}
 impl std::fmt::Debug for VirtualHdAudioCard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualHdAudioCard", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualHdAudioCard {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualHdAudioCard {
@@ -1065,12 +1162,12 @@ impl x::SchemaType for VirtualHdAudioCardOption {
 impl x::Structure for VirtualHdAudioCardOption {}
 impl std::fmt::Debug for VirtualHdAudioCardOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualHdAudioCardOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualHdAudioCardOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualHdAudioCardOption {
@@ -1113,12 +1210,12 @@ impl x::SchemaType for VirtualIDEController {
 impl x::Structure for VirtualIDEController {}
 impl std::fmt::Debug for VirtualIDEController {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualIDEController", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualIDEController {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualIDEController {
@@ -1165,12 +1262,12 @@ impl x::SchemaType for VirtualIDEControllerOption {
 impl x::Structure for VirtualIDEControllerOption {}
 impl std::fmt::Debug for VirtualIDEControllerOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualIDEControllerOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualIDEControllerOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualIDEControllerOption {
@@ -1226,12 +1323,12 @@ impl x::SchemaType for VirtualKeyboard {
 impl x::Structure for VirtualKeyboard {}
 impl std::fmt::Debug for VirtualKeyboard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualKeyboard", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualKeyboard {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualKeyboard {
@@ -1274,12 +1371,12 @@ impl x::SchemaType for VirtualKeyboardOption {
 impl x::Structure for VirtualKeyboardOption {}
 impl std::fmt::Debug for VirtualKeyboardOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualKeyboardOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualKeyboardOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualKeyboardOption {
@@ -1322,12 +1419,12 @@ impl x::SchemaType for VirtualLsiLogicController {
 impl x::Structure for VirtualLsiLogicController {}
 impl std::fmt::Debug for VirtualLsiLogicController {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualLsiLogicController", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualLsiLogicController {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualLsiLogicController {
@@ -1370,12 +1467,12 @@ impl x::SchemaType for VirtualLsiLogicControllerOption {
 impl x::Structure for VirtualLsiLogicControllerOption {}
 impl std::fmt::Debug for VirtualLsiLogicControllerOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualLsiLogicControllerOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualLsiLogicControllerOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualLsiLogicControllerOption {
@@ -1418,12 +1515,12 @@ impl x::SchemaType for VirtualLsiLogicSASController {
 impl x::Structure for VirtualLsiLogicSASController {}
 impl std::fmt::Debug for VirtualLsiLogicSASController {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualLsiLogicSASController", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualLsiLogicSASController {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualLsiLogicSASController {
@@ -1466,12 +1563,12 @@ impl x::SchemaType for VirtualLsiLogicSASControllerOption {
 impl x::Structure for VirtualLsiLogicSASControllerOption {}
 impl std::fmt::Debug for VirtualLsiLogicSASControllerOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualLsiLogicSASControllerOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualLsiLogicSASControllerOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualLsiLogicSASControllerOption {
@@ -1512,12 +1609,12 @@ impl x::SchemaType for VirtualMachineAffinityInfo {
 impl x::Structure for VirtualMachineAffinityInfo {}
 impl std::fmt::Debug for VirtualMachineAffinityInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineAffinityInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineAffinityInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineAffinityInfo {
@@ -1555,12 +1652,16 @@ impl x::SchemaType for VirtualMachineBaseIndependentFilterSpec {
 impl x::Structure for VirtualMachineBaseIndependentFilterSpec {}
 impl std::fmt::Debug for VirtualMachineBaseIndependentFilterSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualMachineBaseIndependentFilterSpec",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualMachineBaseIndependentFilterSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineBaseIndependentFilterSpec {
@@ -1597,12 +1698,12 @@ impl x::SchemaType for VirtualMachineBootOptions {
 impl x::Structure for VirtualMachineBootOptions {}
 impl std::fmt::Debug for VirtualMachineBootOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineBootOptions", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineBootOptions {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineBootOptions {
@@ -1656,12 +1757,16 @@ impl x::SchemaType for VirtualMachineBootOptionsBootableCdromDevice {
 impl x::Structure for VirtualMachineBootOptionsBootableCdromDevice {}
 impl std::fmt::Debug for VirtualMachineBootOptionsBootableCdromDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualMachineBootOptionsBootableCdromDevice",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualMachineBootOptionsBootableCdromDevice {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineBootOptionsBootableCdromDevice {
@@ -1685,12 +1790,16 @@ impl x::SchemaType for VirtualMachineBootOptionsBootableDevice {
 impl x::Structure for VirtualMachineBootOptionsBootableDevice {}
 impl std::fmt::Debug for VirtualMachineBootOptionsBootableDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualMachineBootOptionsBootableDevice",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualMachineBootOptionsBootableDevice {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineBootOptionsBootableDevice {
@@ -1715,12 +1824,16 @@ impl x::SchemaType for VirtualMachineBootOptionsBootableDiskDevice {
 impl x::Structure for VirtualMachineBootOptionsBootableDiskDevice {}
 impl std::fmt::Debug for VirtualMachineBootOptionsBootableDiskDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualMachineBootOptionsBootableDiskDevice",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualMachineBootOptionsBootableDiskDevice {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineBootOptionsBootableDiskDevice {
@@ -1752,12 +1865,16 @@ impl x::SchemaType for VirtualMachineBootOptionsBootableEthernetDevice {
 impl x::Structure for VirtualMachineBootOptionsBootableEthernetDevice {}
 impl std::fmt::Debug for VirtualMachineBootOptionsBootableEthernetDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualMachineBootOptionsBootableEthernetDevice",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualMachineBootOptionsBootableEthernetDevice {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineBootOptionsBootableEthernetDevice {
@@ -1786,12 +1903,16 @@ impl x::SchemaType for VirtualMachineBootOptionsBootableFloppyDevice {
 impl x::Structure for VirtualMachineBootOptionsBootableFloppyDevice {}
 impl std::fmt::Debug for VirtualMachineBootOptionsBootableFloppyDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualMachineBootOptionsBootableFloppyDevice",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualMachineBootOptionsBootableFloppyDevice {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineBootOptionsBootableFloppyDevice {
@@ -1930,12 +2051,12 @@ impl x::SchemaType for VirtualMachineCapability {
 impl x::Structure for VirtualMachineCapability {}
 impl std::fmt::Debug for VirtualMachineCapability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineCapability", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineCapability {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineCapability {
@@ -2197,12 +2318,12 @@ impl x::SchemaType for VirtualMachineCdromInfo {
 impl x::Structure for VirtualMachineCdromInfo {}
 impl std::fmt::Debug for VirtualMachineCdromInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineCdromInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineCdromInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualMachineCdromInfo {
@@ -2266,12 +2387,12 @@ impl x::SchemaType for VirtualMachineCertThumbprint {
 impl x::Structure for VirtualMachineCertThumbprint {}
 impl std::fmt::Debug for VirtualMachineCertThumbprint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineCertThumbprint", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineCertThumbprint {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineCertThumbprint {
@@ -2326,12 +2447,12 @@ impl x::SchemaType for VirtualMachineCloneSpec {
 impl x::Structure for VirtualMachineCloneSpec {}
 impl std::fmt::Debug for VirtualMachineCloneSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineCloneSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineCloneSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineCloneSpec {
@@ -2370,636 +2491,6 @@ impl x::Fields for VirtualMachineCloneSpec {
             )
         {
             w.write_opt("tpmProvisionPolicy", &self.tpm_provision_policy);
-        }
-    }
-}
-/// `VirtualMachineConfigInfo` (extends `DynamicData`).
-#[derive(Default)]
-pub struct VirtualMachineConfigInfo {
-    /// `changeVersion`.
-    pub change_version: String,
-    /// `modified`.
-    pub modified: x::DateTime,
-    /// `name`.
-    pub name: String,
-    /// `guestFullName`.
-    pub guest_full_name: String,
-    /// `version`.
-    pub version: String,
-    /// `uuid`.
-    pub uuid: String,
-    /// `createDate`.
-    pub create_date: Option<x::DateTime>,
-    /// `instanceUuid`.
-    pub instance_uuid: Option<String>,
-    /// `npivNodeWorldWideName`.
-    pub npiv_node_world_wide_name: Vec<i64>,
-    /// `npivPortWorldWideName`.
-    pub npiv_port_world_wide_name: Vec<i64>,
-    /// `npivWorldWideNameType`.
-    pub npiv_world_wide_name_type: Option<String>,
-    /// `npivDesiredNodeWwns`.
-    pub npiv_desired_node_wwns: Option<i16>,
-    /// `npivDesiredPortWwns`.
-    pub npiv_desired_port_wwns: Option<i16>,
-    /// `npivTemporaryDisabled`.
-    pub npiv_temporary_disabled: Option<bool>,
-    /// `npivOnNonRdmDisks`.
-    pub npiv_on_non_rdm_disks: Option<bool>,
-    /// `locationId`.
-    pub location_id: Option<String>,
-    /// `template`.
-    pub template: bool,
-    /// `guestId`.
-    pub guest_id: String,
-    /// `alternateGuestName`.
-    pub alternate_guest_name: String,
-    /// `annotation`.
-    pub annotation: Option<String>,
-    /// `files`.
-    pub files: VirtualMachineFileInfo,
-    /// `tools`.
-    pub tools: Option<ToolsConfigInfo>,
-    /// `flags`.
-    pub flags: VirtualMachineFlagInfo,
-    /// `consolePreferences`.
-    pub console_preferences: Option<VirtualMachineConsolePreferences>,
-    /// `defaultPowerOps`.
-    pub default_power_ops: VirtualMachineDefaultPowerOpInfo,
-    /// `rebootPowerOff`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub reboot_power_off: Option<bool>,
-    /// `hardware`.
-    pub hardware: VirtualHardware,
-    /// `vcpuConfig`.
-    pub vcpu_config: Vec<VirtualMachineVcpuConfig>,
-    /// `cpuAllocation`.
-    pub cpu_allocation: Option<ResourceAllocationInfo>,
-    /// `memoryAllocation`.
-    pub memory_allocation: Option<ResourceAllocationInfo>,
-    /// `latencySensitivity`.
-    pub latency_sensitivity: Option<LatencySensitivity>,
-    /// `memoryHotAddEnabled`.
-    pub memory_hot_add_enabled: Option<bool>,
-    /// `cpuHotAddEnabled`.
-    pub cpu_hot_add_enabled: Option<bool>,
-    /// `cpuHotRemoveEnabled`.
-    pub cpu_hot_remove_enabled: Option<bool>,
-    /// `hotPlugMemoryLimit`.
-    pub hot_plug_memory_limit: Option<i64>,
-    /// `hotPlugMemoryIncrementSize`.
-    pub hot_plug_memory_increment_size: Option<i64>,
-    /// `cpuAffinity`.
-    pub cpu_affinity: Option<VirtualMachineAffinityInfo>,
-    /// `memoryAffinity`.
-    pub memory_affinity: Option<VirtualMachineAffinityInfo>,
-    /// `networkShaper`.
-    pub network_shaper: Option<VirtualMachineNetworkShaperInfo>,
-    /// `extraConfig`.
-    pub extra_config: Vec<AnyOptionValue>,
-    /// `cpuFeatureMask`.
-    pub cpu_feature_mask: Vec<HostCpuIdInfo>,
-    /// `datastoreUrl`.
-    pub datastore_url: Vec<VirtualMachineConfigInfoDatastoreUrlPair>,
-    /// `swapPlacement`.
-    pub swap_placement: Option<String>,
-    /// `bootOptions`.
-    pub boot_options: Option<VirtualMachineBootOptions>,
-    /// `ftInfo`.
-    pub ft_info: Option<AnyFaultToleranceConfigInfo>,
-    /// `repConfig`.
-    pub rep_config: Option<ReplicationConfigSpec>,
-    /// `vAppConfig`.
-    pub vapp_config: Option<AnyVmConfigInfo>,
-    /// `vAssertsEnabled`.
-    pub vasserts_enabled: Option<bool>,
-    /// `changeTrackingEnabled`.
-    pub change_tracking_enabled: Option<bool>,
-    /// `firmware`.
-    pub firmware: Option<String>,
-    /// `maxMksConnections`.
-    pub max_mks_connections: Option<i32>,
-    /// `guestAutoLockEnabled`.
-    pub guest_auto_lock_enabled: Option<bool>,
-    /// `managedBy`.
-    pub managed_by: Option<ManagedByInfo>,
-    /// `memoryReservationLockedToMax`.
-    pub memory_reservation_locked_to_max: Option<bool>,
-    /// `initialOverhead`.
-    pub initial_overhead: Option<VirtualMachineConfigInfoOverheadInfo>,
-    /// `nestedHVEnabled`.
-    pub nested_hv_enabled: Option<bool>,
-    /// `vPMCEnabled`.
-    pub vpmc_enabled: Option<bool>,
-    /// `scheduledHardwareUpgradeInfo`.
-    pub scheduled_hardware_upgrade_info: Option<ScheduledHardwareUpgradeInfo>,
-    /// `forkConfigInfo`.
-    pub fork_config_info: Option<VirtualMachineForkConfigInfo>,
-    /// `vFlashCacheReservation`.
-    pub vflash_cache_reservation: Option<i64>,
-    /// `vmxConfigChecksum`.
-    pub vmx_config_checksum: Option<Vec<u8>>,
-    /// `messageBusTunnelEnabled`.
-    pub message_bus_tunnel_enabled: Option<bool>,
-    /// `vmStorageObjectId`.
-    pub vm_storage_object_id: Option<String>,
-    /// `swapStorageObjectId`.
-    pub swap_storage_object_id: Option<String>,
-    /// `keyId`.
-    pub key_id: Option<CryptoKeyId>,
-    /// `guestIntegrityInfo`.
-    pub guest_integrity_info: Option<VirtualMachineGuestIntegrityInfo>,
-    /// `migrateEncryption`.
-    pub migrate_encryption: Option<String>,
-    /// `sgxInfo`.
-    pub sgx_info: Option<VirtualMachineSgxInfo>,
-    /// `contentLibItemInfo`.
-    pub content_lib_item_info: Option<VirtualMachineContentLibraryItemInfo>,
-    /// `ftEncryptionMode`.
-    pub ft_encryption_mode: Option<String>,
-    /// `guestMonitoringModeInfo`.
-    pub guest_monitoring_mode_info: Option<VirtualMachineGuestMonitoringModeInfo>,
-    /// `sevEnabled`.
-    pub sev_enabled: Option<bool>,
-    /// `numaInfo`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub numa_info: Option<VirtualMachineVirtualNumaInfo>,
-    /// `pmemFailoverEnabled`.
-    pub pmem_failover_enabled: Option<bool>,
-    /// `vmxStatsCollectionEnabled`.
-    ///
-    /// Since vSphere API 7.0.3.1.
-    pub vmx_stats_collection_enabled: Option<bool>,
-    /// `vmOpNotificationToAppEnabled`.
-    pub vm_op_notification_to_app_enabled: Option<bool>,
-    /// `vmOpNotificationTimeout`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub vm_op_notification_timeout: Option<i64>,
-    /// `deviceSwap`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_swap: Option<VirtualMachineVirtualDeviceSwap>,
-    /// `pmem`.
-    pub pmem: Option<VirtualMachineVirtualPMem>,
-    /// `deviceGroups`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_groups: Option<VirtualMachineVirtualDeviceGroups>,
-    /// `fixedPassthruHotPlugEnabled`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub fixed_passthru_hot_plug_enabled: Option<bool>,
-    /// `metroFtEnabled`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub metro_ft_enabled: Option<bool>,
-    /// `vmxRuntimeConfig`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub vmx_runtime_config: Vec<AnyOptionValue>,
-    /// `metroFtHostGroup`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub metro_ft_host_group: Option<String>,
-    /// `tdxEnabled`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub tdx_enabled: Option<bool>,
-    /// `sevSnpEnabled`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub sev_snp_enabled: Option<bool>,
-    /// `guestArchitecture`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub guest_architecture: Option<String>,
-}
-impl x::SchemaType for VirtualMachineConfigInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineConfigInfo";
-}
-impl x::Structure for VirtualMachineConfigInfo {}
-impl std::fmt::Debug for VirtualMachineConfigInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineConfigInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for VirtualMachineConfigInfo {
-    fn clone(&self) -> Self {
-        Self {
-            change_version: self.change_version.clone(),
-            modified: self.modified.clone(),
-            name: self.name.clone(),
-            guest_full_name: self.guest_full_name.clone(),
-            version: self.version.clone(),
-            uuid: self.uuid.clone(),
-            create_date: self.create_date.clone(),
-            instance_uuid: self.instance_uuid.clone(),
-            npiv_node_world_wide_name: x::clone_vec(&self.npiv_node_world_wide_name),
-            npiv_port_world_wide_name: x::clone_vec(&self.npiv_port_world_wide_name),
-            npiv_world_wide_name_type: self.npiv_world_wide_name_type.clone(),
-            npiv_desired_node_wwns: self.npiv_desired_node_wwns,
-            npiv_desired_port_wwns: self.npiv_desired_port_wwns,
-            npiv_temporary_disabled: self.npiv_temporary_disabled,
-            npiv_on_non_rdm_disks: self.npiv_on_non_rdm_disks,
-            location_id: self.location_id.clone(),
-            template: self.template,
-            guest_id: self.guest_id.clone(),
-            alternate_guest_name: self.alternate_guest_name.clone(),
-            annotation: self.annotation.clone(),
-            files: self.files.clone(),
-            tools: self.tools.clone(),
-            flags: self.flags.clone(),
-            console_preferences: self.console_preferences.clone(),
-            default_power_ops: self.default_power_ops.clone(),
-            reboot_power_off: self.reboot_power_off,
-            hardware: self.hardware.clone(),
-            vcpu_config: x::clone_vec(&self.vcpu_config),
-            cpu_allocation: self.cpu_allocation.clone(),
-            memory_allocation: self.memory_allocation.clone(),
-            latency_sensitivity: self.latency_sensitivity.clone(),
-            memory_hot_add_enabled: self.memory_hot_add_enabled,
-            cpu_hot_add_enabled: self.cpu_hot_add_enabled,
-            cpu_hot_remove_enabled: self.cpu_hot_remove_enabled,
-            hot_plug_memory_limit: self.hot_plug_memory_limit,
-            hot_plug_memory_increment_size: self.hot_plug_memory_increment_size,
-            cpu_affinity: self.cpu_affinity.clone(),
-            memory_affinity: self.memory_affinity.clone(),
-            network_shaper: self.network_shaper.clone(),
-            extra_config: x::clone_vec(&self.extra_config),
-            cpu_feature_mask: x::clone_vec(&self.cpu_feature_mask),
-            datastore_url: x::clone_vec(&self.datastore_url),
-            swap_placement: self.swap_placement.clone(),
-            boot_options: self.boot_options.clone(),
-            ft_info: self.ft_info.clone(),
-            rep_config: self.rep_config.clone(),
-            vapp_config: self.vapp_config.clone(),
-            vasserts_enabled: self.vasserts_enabled,
-            change_tracking_enabled: self.change_tracking_enabled,
-            firmware: self.firmware.clone(),
-            max_mks_connections: self.max_mks_connections,
-            guest_auto_lock_enabled: self.guest_auto_lock_enabled,
-            managed_by: self.managed_by.clone(),
-            memory_reservation_locked_to_max: self.memory_reservation_locked_to_max,
-            initial_overhead: self.initial_overhead.clone(),
-            nested_hv_enabled: self.nested_hv_enabled,
-            vpmc_enabled: self.vpmc_enabled,
-            scheduled_hardware_upgrade_info: self
-                .scheduled_hardware_upgrade_info
-                .clone(),
-            fork_config_info: self.fork_config_info.clone(),
-            vflash_cache_reservation: self.vflash_cache_reservation,
-            vmx_config_checksum: self.vmx_config_checksum.clone(),
-            message_bus_tunnel_enabled: self.message_bus_tunnel_enabled,
-            vm_storage_object_id: self.vm_storage_object_id.clone(),
-            swap_storage_object_id: self.swap_storage_object_id.clone(),
-            key_id: self.key_id.clone(),
-            guest_integrity_info: self.guest_integrity_info.clone(),
-            migrate_encryption: self.migrate_encryption.clone(),
-            sgx_info: self.sgx_info.clone(),
-            content_lib_item_info: self.content_lib_item_info.clone(),
-            ft_encryption_mode: self.ft_encryption_mode.clone(),
-            guest_monitoring_mode_info: self.guest_monitoring_mode_info.clone(),
-            sev_enabled: self.sev_enabled,
-            numa_info: self.numa_info.clone(),
-            pmem_failover_enabled: self.pmem_failover_enabled,
-            vmx_stats_collection_enabled: self.vmx_stats_collection_enabled,
-            vm_op_notification_to_app_enabled: self.vm_op_notification_to_app_enabled,
-            vm_op_notification_timeout: self.vm_op_notification_timeout,
-            device_swap: self.device_swap.clone(),
-            pmem: self.pmem.clone(),
-            device_groups: self.device_groups.clone(),
-            fixed_passthru_hot_plug_enabled: self.fixed_passthru_hot_plug_enabled,
-            metro_ft_enabled: self.metro_ft_enabled,
-            vmx_runtime_config: x::clone_vec(&self.vmx_runtime_config),
-            metro_ft_host_group: self.metro_ft_host_group.clone(),
-            tdx_enabled: self.tdx_enabled,
-            sev_snp_enabled: self.sev_snp_enabled,
-            guest_architecture: self.guest_architecture.clone(),
-        }
-    }
-}
-impl x::Fields for VirtualMachineConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "changeVersion" => r.read(&mut self.change_version),
-            "modified" => r.read(&mut self.modified),
-            "name" => r.read(&mut self.name),
-            "guestFullName" => r.read(&mut self.guest_full_name),
-            "version" => r.read(&mut self.version),
-            "uuid" => r.read(&mut self.uuid),
-            "createDate" => r.read_opt(&mut self.create_date),
-            "instanceUuid" => r.read_opt(&mut self.instance_uuid),
-            "npivNodeWorldWideName" => r.read_push(&mut self.npiv_node_world_wide_name),
-            "npivPortWorldWideName" => r.read_push(&mut self.npiv_port_world_wide_name),
-            "npivWorldWideNameType" => r.read_opt(&mut self.npiv_world_wide_name_type),
-            "npivDesiredNodeWwns" => r.read_opt(&mut self.npiv_desired_node_wwns),
-            "npivDesiredPortWwns" => r.read_opt(&mut self.npiv_desired_port_wwns),
-            "npivTemporaryDisabled" => r.read_opt(&mut self.npiv_temporary_disabled),
-            "npivOnNonRdmDisks" => r.read_opt(&mut self.npiv_on_non_rdm_disks),
-            "locationId" => r.read_opt(&mut self.location_id),
-            "template" => r.read(&mut self.template),
-            "guestId" => r.read(&mut self.guest_id),
-            "alternateGuestName" => r.read(&mut self.alternate_guest_name),
-            "annotation" => r.read_opt(&mut self.annotation),
-            "files" => r.read(&mut self.files),
-            "tools" => r.read_opt(&mut self.tools),
-            "flags" => r.read(&mut self.flags),
-            "consolePreferences" => r.read_opt(&mut self.console_preferences),
-            "defaultPowerOps" => r.read(&mut self.default_power_ops),
-            "rebootPowerOff" => r.read_opt(&mut self.reboot_power_off),
-            "hardware" => r.read(&mut self.hardware),
-            "vcpuConfig" => r.read_push(&mut self.vcpu_config),
-            "cpuAllocation" => r.read_opt(&mut self.cpu_allocation),
-            "memoryAllocation" => r.read_opt(&mut self.memory_allocation),
-            "latencySensitivity" => r.read_opt(&mut self.latency_sensitivity),
-            "memoryHotAddEnabled" => r.read_opt(&mut self.memory_hot_add_enabled),
-            "cpuHotAddEnabled" => r.read_opt(&mut self.cpu_hot_add_enabled),
-            "cpuHotRemoveEnabled" => r.read_opt(&mut self.cpu_hot_remove_enabled),
-            "hotPlugMemoryLimit" => r.read_opt(&mut self.hot_plug_memory_limit),
-            "hotPlugMemoryIncrementSize" => {
-                r.read_opt(&mut self.hot_plug_memory_increment_size)
-            }
-            "cpuAffinity" => r.read_opt(&mut self.cpu_affinity),
-            "memoryAffinity" => r.read_opt(&mut self.memory_affinity),
-            "networkShaper" => r.read_opt(&mut self.network_shaper),
-            "extraConfig" => r.read_push(&mut self.extra_config),
-            "cpuFeatureMask" => r.read_push(&mut self.cpu_feature_mask),
-            "datastoreUrl" => r.read_push(&mut self.datastore_url),
-            "swapPlacement" => r.read_opt(&mut self.swap_placement),
-            "bootOptions" => r.read_opt(&mut self.boot_options),
-            "ftInfo" => r.read_opt(&mut self.ft_info),
-            "repConfig" => r.read_opt(&mut self.rep_config),
-            "vAppConfig" => r.read_opt(&mut self.vapp_config),
-            "vAssertsEnabled" => r.read_opt(&mut self.vasserts_enabled),
-            "changeTrackingEnabled" => r.read_opt(&mut self.change_tracking_enabled),
-            "firmware" => r.read_opt(&mut self.firmware),
-            "maxMksConnections" => r.read_opt(&mut self.max_mks_connections),
-            "guestAutoLockEnabled" => r.read_opt(&mut self.guest_auto_lock_enabled),
-            "managedBy" => r.read_opt(&mut self.managed_by),
-            "memoryReservationLockedToMax" => {
-                r.read_opt(&mut self.memory_reservation_locked_to_max)
-            }
-            "initialOverhead" => r.read_opt(&mut self.initial_overhead),
-            "nestedHVEnabled" => r.read_opt(&mut self.nested_hv_enabled),
-            "vPMCEnabled" => r.read_opt(&mut self.vpmc_enabled),
-            "scheduledHardwareUpgradeInfo" => {
-                r.read_opt(&mut self.scheduled_hardware_upgrade_info)
-            }
-            "forkConfigInfo" => r.read_opt(&mut self.fork_config_info),
-            "vFlashCacheReservation" => r.read_opt(&mut self.vflash_cache_reservation),
-            "vmxConfigChecksum" => r.read_opt(&mut self.vmx_config_checksum),
-            "messageBusTunnelEnabled" => r.read_opt(&mut self.message_bus_tunnel_enabled),
-            "vmStorageObjectId" => r.read_opt(&mut self.vm_storage_object_id),
-            "swapStorageObjectId" => r.read_opt(&mut self.swap_storage_object_id),
-            "keyId" => r.read_opt(&mut self.key_id),
-            "guestIntegrityInfo" => r.read_opt(&mut self.guest_integrity_info),
-            "migrateEncryption" => r.read_opt(&mut self.migrate_encryption),
-            "sgxInfo" => r.read_opt(&mut self.sgx_info),
-            "contentLibItemInfo" => r.read_opt(&mut self.content_lib_item_info),
-            "ftEncryptionMode" => r.read_opt(&mut self.ft_encryption_mode),
-            "guestMonitoringModeInfo" => r.read_opt(&mut self.guest_monitoring_mode_info),
-            "sevEnabled" => r.read_opt(&mut self.sev_enabled),
-            "numaInfo" => r.read_opt(&mut self.numa_info),
-            "pmemFailoverEnabled" => r.read_opt(&mut self.pmem_failover_enabled),
-            "vmxStatsCollectionEnabled" => {
-                r.read_opt(&mut self.vmx_stats_collection_enabled)
-            }
-            "vmOpNotificationToAppEnabled" => {
-                r.read_opt(&mut self.vm_op_notification_to_app_enabled)
-            }
-            "vmOpNotificationTimeout" => r.read_opt(&mut self.vm_op_notification_timeout),
-            "deviceSwap" => r.read_opt(&mut self.device_swap),
-            "pmem" => r.read_opt(&mut self.pmem),
-            "deviceGroups" => r.read_opt(&mut self.device_groups),
-            "fixedPassthruHotPlugEnabled" => {
-                r.read_opt(&mut self.fixed_passthru_hot_plug_enabled)
-            }
-            "metroFtEnabled" => r.read_opt(&mut self.metro_ft_enabled),
-            "vmxRuntimeConfig" => r.read_push(&mut self.vmx_runtime_config),
-            "metroFtHostGroup" => r.read_opt(&mut self.metro_ft_host_group),
-            "tdxEnabled" => r.read_opt(&mut self.tdx_enabled),
-            "sevSnpEnabled" => r.read_opt(&mut self.sev_snp_enabled),
-            "guestArchitecture" => r.read_opt(&mut self.guest_architecture),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("changeVersion", &self.change_version);
-        w.write("modified", &self.modified);
-        w.write("name", &self.name);
-        w.write("guestFullName", &self.guest_full_name);
-        w.write("version", &self.version);
-        w.write("uuid", &self.uuid);
-        w.write_opt("createDate", &self.create_date);
-        w.write_opt("instanceUuid", &self.instance_uuid);
-        w.write_vec("npivNodeWorldWideName", &self.npiv_node_world_wide_name);
-        w.write_vec("npivPortWorldWideName", &self.npiv_port_world_wide_name);
-        w.write_opt("npivWorldWideNameType", &self.npiv_world_wide_name_type);
-        w.write_opt("npivDesiredNodeWwns", &self.npiv_desired_node_wwns);
-        w.write_opt("npivDesiredPortWwns", &self.npiv_desired_port_wwns);
-        w.write_opt("npivTemporaryDisabled", &self.npiv_temporary_disabled);
-        w.write_opt("npivOnNonRdmDisks", &self.npiv_on_non_rdm_disks);
-        w.write_opt("locationId", &self.location_id);
-        w.write("template", &self.template);
-        w.write("guestId", &self.guest_id);
-        w.write("alternateGuestName", &self.alternate_guest_name);
-        w.write_opt("annotation", &self.annotation);
-        w.write("files", &self.files);
-        w.write_opt("tools", &self.tools);
-        w.write("flags", &self.flags);
-        w.write_opt("consolePreferences", &self.console_preferences);
-        w.write("defaultPowerOps", &self.default_power_ops);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineConfigInfo.rebootPowerOff",
-                self.reboot_power_off.is_some(),
-            )
-        {
-            w.write_opt("rebootPowerOff", &self.reboot_power_off);
-        }
-        w.write("hardware", &self.hardware);
-        w.write_vec("vcpuConfig", &self.vcpu_config);
-        w.write_opt("cpuAllocation", &self.cpu_allocation);
-        w.write_opt("memoryAllocation", &self.memory_allocation);
-        w.write_opt("latencySensitivity", &self.latency_sensitivity);
-        w.write_opt("memoryHotAddEnabled", &self.memory_hot_add_enabled);
-        w.write_opt("cpuHotAddEnabled", &self.cpu_hot_add_enabled);
-        w.write_opt("cpuHotRemoveEnabled", &self.cpu_hot_remove_enabled);
-        w.write_opt("hotPlugMemoryLimit", &self.hot_plug_memory_limit);
-        w.write_opt("hotPlugMemoryIncrementSize", &self.hot_plug_memory_increment_size);
-        w.write_opt("cpuAffinity", &self.cpu_affinity);
-        w.write_opt("memoryAffinity", &self.memory_affinity);
-        w.write_opt("networkShaper", &self.network_shaper);
-        w.write_vec("extraConfig", &self.extra_config);
-        w.write_vec("cpuFeatureMask", &self.cpu_feature_mask);
-        w.write_vec("datastoreUrl", &self.datastore_url);
-        w.write_opt("swapPlacement", &self.swap_placement);
-        w.write_opt("bootOptions", &self.boot_options);
-        w.write_opt("ftInfo", &self.ft_info);
-        w.write_opt("repConfig", &self.rep_config);
-        w.write_opt("vAppConfig", &self.vapp_config);
-        w.write_opt("vAssertsEnabled", &self.vasserts_enabled);
-        w.write_opt("changeTrackingEnabled", &self.change_tracking_enabled);
-        w.write_opt("firmware", &self.firmware);
-        w.write_opt("maxMksConnections", &self.max_mks_connections);
-        w.write_opt("guestAutoLockEnabled", &self.guest_auto_lock_enabled);
-        w.write_opt("managedBy", &self.managed_by);
-        w.write_opt(
-            "memoryReservationLockedToMax",
-            &self.memory_reservation_locked_to_max,
-        );
-        w.write_opt("initialOverhead", &self.initial_overhead);
-        w.write_opt("nestedHVEnabled", &self.nested_hv_enabled);
-        w.write_opt("vPMCEnabled", &self.vpmc_enabled);
-        w.write_opt(
-            "scheduledHardwareUpgradeInfo",
-            &self.scheduled_hardware_upgrade_info,
-        );
-        w.write_opt("forkConfigInfo", &self.fork_config_info);
-        w.write_opt("vFlashCacheReservation", &self.vflash_cache_reservation);
-        w.write_opt("vmxConfigChecksum", &self.vmx_config_checksum);
-        w.write_opt("messageBusTunnelEnabled", &self.message_bus_tunnel_enabled);
-        w.write_opt("vmStorageObjectId", &self.vm_storage_object_id);
-        w.write_opt("swapStorageObjectId", &self.swap_storage_object_id);
-        w.write_opt("keyId", &self.key_id);
-        w.write_opt("guestIntegrityInfo", &self.guest_integrity_info);
-        w.write_opt("migrateEncryption", &self.migrate_encryption);
-        w.write_opt("sgxInfo", &self.sgx_info);
-        w.write_opt("contentLibItemInfo", &self.content_lib_item_info);
-        w.write_opt("ftEncryptionMode", &self.ft_encryption_mode);
-        w.write_opt("guestMonitoringModeInfo", &self.guest_monitoring_mode_info);
-        w.write_opt("sevEnabled", &self.sev_enabled);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineConfigInfo.numaInfo",
-                self.numa_info.is_some(),
-            )
-        {
-            w.write_opt("numaInfo", &self.numa_info);
-        }
-        w.write_opt("pmemFailoverEnabled", &self.pmem_failover_enabled);
-        if w
-            .since(
-                0x0700_0301,
-                "VirtualMachineConfigInfo.vmxStatsCollectionEnabled",
-                self.vmx_stats_collection_enabled.is_some(),
-            )
-        {
-            w.write_opt("vmxStatsCollectionEnabled", &self.vmx_stats_collection_enabled);
-        }
-        w.write_opt(
-            "vmOpNotificationToAppEnabled",
-            &self.vm_op_notification_to_app_enabled,
-        );
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineConfigInfo.vmOpNotificationTimeout",
-                self.vm_op_notification_timeout.is_some(),
-            )
-        {
-            w.write_opt("vmOpNotificationTimeout", &self.vm_op_notification_timeout);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineConfigInfo.deviceSwap",
-                self.device_swap.is_some(),
-            )
-        {
-            w.write_opt("deviceSwap", &self.device_swap);
-        }
-        w.write_opt("pmem", &self.pmem);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineConfigInfo.deviceGroups",
-                self.device_groups.is_some(),
-            )
-        {
-            w.write_opt("deviceGroups", &self.device_groups);
-        }
-        if w
-            .since(
-                0x0800_0100,
-                "VirtualMachineConfigInfo.fixedPassthruHotPlugEnabled",
-                self.fixed_passthru_hot_plug_enabled.is_some(),
-            )
-        {
-            w.write_opt(
-                "fixedPassthruHotPlugEnabled",
-                &self.fixed_passthru_hot_plug_enabled,
-            );
-        }
-        if w
-            .since(
-                0x0800_0300,
-                "VirtualMachineConfigInfo.metroFtEnabled",
-                self.metro_ft_enabled.is_some(),
-            )
-        {
-            w.write_opt("metroFtEnabled", &self.metro_ft_enabled);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "VirtualMachineConfigInfo.vmxRuntimeConfig",
-                !self.vmx_runtime_config.is_empty(),
-            )
-        {
-            w.write_vec("vmxRuntimeConfig", &self.vmx_runtime_config);
-        }
-        if w
-            .since(
-                0x0800_0300,
-                "VirtualMachineConfigInfo.metroFtHostGroup",
-                self.metro_ft_host_group.is_some(),
-            )
-        {
-            w.write_opt("metroFtHostGroup", &self.metro_ft_host_group);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "VirtualMachineConfigInfo.tdxEnabled",
-                self.tdx_enabled.is_some(),
-            )
-        {
-            w.write_opt("tdxEnabled", &self.tdx_enabled);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "VirtualMachineConfigInfo.sevSnpEnabled",
-                self.sev_snp_enabled.is_some(),
-            )
-        {
-            w.write_opt("sevSnpEnabled", &self.sev_snp_enabled);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "VirtualMachineConfigInfo.guestArchitecture",
-                self.guest_architecture.is_some(),
-            )
-        {
-            w.write_opt("guestArchitecture", &self.guest_architecture);
         }
     }
 }

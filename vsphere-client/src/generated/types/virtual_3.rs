@@ -5,6 +5,636 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualMachineConfigInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineConfigInfo {
+    /// `changeVersion`.
+    pub change_version: String,
+    /// `modified`.
+    pub modified: x::DateTime,
+    /// `name`.
+    pub name: String,
+    /// `guestFullName`.
+    pub guest_full_name: String,
+    /// `version`.
+    pub version: String,
+    /// `uuid`.
+    pub uuid: String,
+    /// `createDate`.
+    pub create_date: Option<x::DateTime>,
+    /// `instanceUuid`.
+    pub instance_uuid: Option<String>,
+    /// `npivNodeWorldWideName`.
+    pub npiv_node_world_wide_name: Vec<i64>,
+    /// `npivPortWorldWideName`.
+    pub npiv_port_world_wide_name: Vec<i64>,
+    /// `npivWorldWideNameType`.
+    pub npiv_world_wide_name_type: Option<String>,
+    /// `npivDesiredNodeWwns`.
+    pub npiv_desired_node_wwns: Option<i16>,
+    /// `npivDesiredPortWwns`.
+    pub npiv_desired_port_wwns: Option<i16>,
+    /// `npivTemporaryDisabled`.
+    pub npiv_temporary_disabled: Option<bool>,
+    /// `npivOnNonRdmDisks`.
+    pub npiv_on_non_rdm_disks: Option<bool>,
+    /// `locationId`.
+    pub location_id: Option<String>,
+    /// `template`.
+    pub template: bool,
+    /// `guestId`.
+    pub guest_id: String,
+    /// `alternateGuestName`.
+    pub alternate_guest_name: String,
+    /// `annotation`.
+    pub annotation: Option<String>,
+    /// `files`.
+    pub files: VirtualMachineFileInfo,
+    /// `tools`.
+    pub tools: Option<ToolsConfigInfo>,
+    /// `flags`.
+    pub flags: VirtualMachineFlagInfo,
+    /// `consolePreferences`.
+    pub console_preferences: Option<VirtualMachineConsolePreferences>,
+    /// `defaultPowerOps`.
+    pub default_power_ops: VirtualMachineDefaultPowerOpInfo,
+    /// `rebootPowerOff`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub reboot_power_off: Option<bool>,
+    /// `hardware`.
+    pub hardware: VirtualHardware,
+    /// `vcpuConfig`.
+    pub vcpu_config: Vec<VirtualMachineVcpuConfig>,
+    /// `cpuAllocation`.
+    pub cpu_allocation: Option<ResourceAllocationInfo>,
+    /// `memoryAllocation`.
+    pub memory_allocation: Option<ResourceAllocationInfo>,
+    /// `latencySensitivity`.
+    pub latency_sensitivity: Option<LatencySensitivity>,
+    /// `memoryHotAddEnabled`.
+    pub memory_hot_add_enabled: Option<bool>,
+    /// `cpuHotAddEnabled`.
+    pub cpu_hot_add_enabled: Option<bool>,
+    /// `cpuHotRemoveEnabled`.
+    pub cpu_hot_remove_enabled: Option<bool>,
+    /// `hotPlugMemoryLimit`.
+    pub hot_plug_memory_limit: Option<i64>,
+    /// `hotPlugMemoryIncrementSize`.
+    pub hot_plug_memory_increment_size: Option<i64>,
+    /// `cpuAffinity`.
+    pub cpu_affinity: Option<VirtualMachineAffinityInfo>,
+    /// `memoryAffinity`.
+    pub memory_affinity: Option<VirtualMachineAffinityInfo>,
+    /// `networkShaper`.
+    pub network_shaper: Option<VirtualMachineNetworkShaperInfo>,
+    /// `extraConfig`.
+    pub extra_config: Vec<AnyOptionValue>,
+    /// `cpuFeatureMask`.
+    pub cpu_feature_mask: Vec<HostCpuIdInfo>,
+    /// `datastoreUrl`.
+    pub datastore_url: Vec<VirtualMachineConfigInfoDatastoreUrlPair>,
+    /// `swapPlacement`.
+    pub swap_placement: Option<String>,
+    /// `bootOptions`.
+    pub boot_options: Option<VirtualMachineBootOptions>,
+    /// `ftInfo`.
+    pub ft_info: Option<AnyFaultToleranceConfigInfo>,
+    /// `repConfig`.
+    pub rep_config: Option<ReplicationConfigSpec>,
+    /// `vAppConfig`.
+    pub vapp_config: Option<AnyVmConfigInfo>,
+    /// `vAssertsEnabled`.
+    pub vasserts_enabled: Option<bool>,
+    /// `changeTrackingEnabled`.
+    pub change_tracking_enabled: Option<bool>,
+    /// `firmware`.
+    pub firmware: Option<String>,
+    /// `maxMksConnections`.
+    pub max_mks_connections: Option<i32>,
+    /// `guestAutoLockEnabled`.
+    pub guest_auto_lock_enabled: Option<bool>,
+    /// `managedBy`.
+    pub managed_by: Option<ManagedByInfo>,
+    /// `memoryReservationLockedToMax`.
+    pub memory_reservation_locked_to_max: Option<bool>,
+    /// `initialOverhead`.
+    pub initial_overhead: Option<VirtualMachineConfigInfoOverheadInfo>,
+    /// `nestedHVEnabled`.
+    pub nested_hv_enabled: Option<bool>,
+    /// `vPMCEnabled`.
+    pub vpmc_enabled: Option<bool>,
+    /// `scheduledHardwareUpgradeInfo`.
+    pub scheduled_hardware_upgrade_info: Option<ScheduledHardwareUpgradeInfo>,
+    /// `forkConfigInfo`.
+    pub fork_config_info: Option<VirtualMachineForkConfigInfo>,
+    /// `vFlashCacheReservation`.
+    pub vflash_cache_reservation: Option<i64>,
+    /// `vmxConfigChecksum`.
+    pub vmx_config_checksum: Option<Vec<u8>>,
+    /// `messageBusTunnelEnabled`.
+    pub message_bus_tunnel_enabled: Option<bool>,
+    /// `vmStorageObjectId`.
+    pub vm_storage_object_id: Option<String>,
+    /// `swapStorageObjectId`.
+    pub swap_storage_object_id: Option<String>,
+    /// `keyId`.
+    pub key_id: Option<CryptoKeyId>,
+    /// `guestIntegrityInfo`.
+    pub guest_integrity_info: Option<VirtualMachineGuestIntegrityInfo>,
+    /// `migrateEncryption`.
+    pub migrate_encryption: Option<String>,
+    /// `sgxInfo`.
+    pub sgx_info: Option<VirtualMachineSgxInfo>,
+    /// `contentLibItemInfo`.
+    pub content_lib_item_info: Option<VirtualMachineContentLibraryItemInfo>,
+    /// `ftEncryptionMode`.
+    pub ft_encryption_mode: Option<String>,
+    /// `guestMonitoringModeInfo`.
+    pub guest_monitoring_mode_info: Option<VirtualMachineGuestMonitoringModeInfo>,
+    /// `sevEnabled`.
+    pub sev_enabled: Option<bool>,
+    /// `numaInfo`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub numa_info: Option<VirtualMachineVirtualNumaInfo>,
+    /// `pmemFailoverEnabled`.
+    pub pmem_failover_enabled: Option<bool>,
+    /// `vmxStatsCollectionEnabled`.
+    ///
+    /// Since vSphere API 7.0.3.1.
+    pub vmx_stats_collection_enabled: Option<bool>,
+    /// `vmOpNotificationToAppEnabled`.
+    pub vm_op_notification_to_app_enabled: Option<bool>,
+    /// `vmOpNotificationTimeout`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub vm_op_notification_timeout: Option<i64>,
+    /// `deviceSwap`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_swap: Option<VirtualMachineVirtualDeviceSwap>,
+    /// `pmem`.
+    pub pmem: Option<VirtualMachineVirtualPMem>,
+    /// `deviceGroups`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_groups: Option<VirtualMachineVirtualDeviceGroups>,
+    /// `fixedPassthruHotPlugEnabled`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub fixed_passthru_hot_plug_enabled: Option<bool>,
+    /// `metroFtEnabled`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub metro_ft_enabled: Option<bool>,
+    /// `vmxRuntimeConfig`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub vmx_runtime_config: Vec<AnyOptionValue>,
+    /// `metroFtHostGroup`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub metro_ft_host_group: Option<String>,
+    /// `tdxEnabled`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub tdx_enabled: Option<bool>,
+    /// `sevSnpEnabled`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub sev_snp_enabled: Option<bool>,
+    /// `guestArchitecture`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub guest_architecture: Option<String>,
+}
+impl x::SchemaType for VirtualMachineConfigInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineConfigInfo";
+}
+impl x::Structure for VirtualMachineConfigInfo {}
+impl std::fmt::Debug for VirtualMachineConfigInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineConfigInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineConfigInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineConfigInfo {
+    fn clone(&self) -> Self {
+        Self {
+            change_version: self.change_version.clone(),
+            modified: self.modified.clone(),
+            name: self.name.clone(),
+            guest_full_name: self.guest_full_name.clone(),
+            version: self.version.clone(),
+            uuid: self.uuid.clone(),
+            create_date: self.create_date.clone(),
+            instance_uuid: self.instance_uuid.clone(),
+            npiv_node_world_wide_name: x::clone_vec(&self.npiv_node_world_wide_name),
+            npiv_port_world_wide_name: x::clone_vec(&self.npiv_port_world_wide_name),
+            npiv_world_wide_name_type: self.npiv_world_wide_name_type.clone(),
+            npiv_desired_node_wwns: self.npiv_desired_node_wwns,
+            npiv_desired_port_wwns: self.npiv_desired_port_wwns,
+            npiv_temporary_disabled: self.npiv_temporary_disabled,
+            npiv_on_non_rdm_disks: self.npiv_on_non_rdm_disks,
+            location_id: self.location_id.clone(),
+            template: self.template,
+            guest_id: self.guest_id.clone(),
+            alternate_guest_name: self.alternate_guest_name.clone(),
+            annotation: self.annotation.clone(),
+            files: self.files.clone(),
+            tools: self.tools.clone(),
+            flags: self.flags.clone(),
+            console_preferences: self.console_preferences.clone(),
+            default_power_ops: self.default_power_ops.clone(),
+            reboot_power_off: self.reboot_power_off,
+            hardware: self.hardware.clone(),
+            vcpu_config: x::clone_vec(&self.vcpu_config),
+            cpu_allocation: self.cpu_allocation.clone(),
+            memory_allocation: self.memory_allocation.clone(),
+            latency_sensitivity: self.latency_sensitivity.clone(),
+            memory_hot_add_enabled: self.memory_hot_add_enabled,
+            cpu_hot_add_enabled: self.cpu_hot_add_enabled,
+            cpu_hot_remove_enabled: self.cpu_hot_remove_enabled,
+            hot_plug_memory_limit: self.hot_plug_memory_limit,
+            hot_plug_memory_increment_size: self.hot_plug_memory_increment_size,
+            cpu_affinity: self.cpu_affinity.clone(),
+            memory_affinity: self.memory_affinity.clone(),
+            network_shaper: self.network_shaper.clone(),
+            extra_config: x::clone_vec(&self.extra_config),
+            cpu_feature_mask: x::clone_vec(&self.cpu_feature_mask),
+            datastore_url: x::clone_vec(&self.datastore_url),
+            swap_placement: self.swap_placement.clone(),
+            boot_options: self.boot_options.clone(),
+            ft_info: self.ft_info.clone(),
+            rep_config: self.rep_config.clone(),
+            vapp_config: self.vapp_config.clone(),
+            vasserts_enabled: self.vasserts_enabled,
+            change_tracking_enabled: self.change_tracking_enabled,
+            firmware: self.firmware.clone(),
+            max_mks_connections: self.max_mks_connections,
+            guest_auto_lock_enabled: self.guest_auto_lock_enabled,
+            managed_by: self.managed_by.clone(),
+            memory_reservation_locked_to_max: self.memory_reservation_locked_to_max,
+            initial_overhead: self.initial_overhead.clone(),
+            nested_hv_enabled: self.nested_hv_enabled,
+            vpmc_enabled: self.vpmc_enabled,
+            scheduled_hardware_upgrade_info: self
+                .scheduled_hardware_upgrade_info
+                .clone(),
+            fork_config_info: self.fork_config_info.clone(),
+            vflash_cache_reservation: self.vflash_cache_reservation,
+            vmx_config_checksum: self.vmx_config_checksum.clone(),
+            message_bus_tunnel_enabled: self.message_bus_tunnel_enabled,
+            vm_storage_object_id: self.vm_storage_object_id.clone(),
+            swap_storage_object_id: self.swap_storage_object_id.clone(),
+            key_id: self.key_id.clone(),
+            guest_integrity_info: self.guest_integrity_info.clone(),
+            migrate_encryption: self.migrate_encryption.clone(),
+            sgx_info: self.sgx_info.clone(),
+            content_lib_item_info: self.content_lib_item_info.clone(),
+            ft_encryption_mode: self.ft_encryption_mode.clone(),
+            guest_monitoring_mode_info: self.guest_monitoring_mode_info.clone(),
+            sev_enabled: self.sev_enabled,
+            numa_info: self.numa_info.clone(),
+            pmem_failover_enabled: self.pmem_failover_enabled,
+            vmx_stats_collection_enabled: self.vmx_stats_collection_enabled,
+            vm_op_notification_to_app_enabled: self.vm_op_notification_to_app_enabled,
+            vm_op_notification_timeout: self.vm_op_notification_timeout,
+            device_swap: self.device_swap.clone(),
+            pmem: self.pmem.clone(),
+            device_groups: self.device_groups.clone(),
+            fixed_passthru_hot_plug_enabled: self.fixed_passthru_hot_plug_enabled,
+            metro_ft_enabled: self.metro_ft_enabled,
+            vmx_runtime_config: x::clone_vec(&self.vmx_runtime_config),
+            metro_ft_host_group: self.metro_ft_host_group.clone(),
+            tdx_enabled: self.tdx_enabled,
+            sev_snp_enabled: self.sev_snp_enabled,
+            guest_architecture: self.guest_architecture.clone(),
+        }
+    }
+}
+impl x::Fields for VirtualMachineConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "changeVersion" => r.read(&mut self.change_version),
+            "modified" => r.read(&mut self.modified),
+            "name" => r.read(&mut self.name),
+            "guestFullName" => r.read(&mut self.guest_full_name),
+            "version" => r.read(&mut self.version),
+            "uuid" => r.read(&mut self.uuid),
+            "createDate" => r.read_opt(&mut self.create_date),
+            "instanceUuid" => r.read_opt(&mut self.instance_uuid),
+            "npivNodeWorldWideName" => r.read_push(&mut self.npiv_node_world_wide_name),
+            "npivPortWorldWideName" => r.read_push(&mut self.npiv_port_world_wide_name),
+            "npivWorldWideNameType" => r.read_opt(&mut self.npiv_world_wide_name_type),
+            "npivDesiredNodeWwns" => r.read_opt(&mut self.npiv_desired_node_wwns),
+            "npivDesiredPortWwns" => r.read_opt(&mut self.npiv_desired_port_wwns),
+            "npivTemporaryDisabled" => r.read_opt(&mut self.npiv_temporary_disabled),
+            "npivOnNonRdmDisks" => r.read_opt(&mut self.npiv_on_non_rdm_disks),
+            "locationId" => r.read_opt(&mut self.location_id),
+            "template" => r.read(&mut self.template),
+            "guestId" => r.read(&mut self.guest_id),
+            "alternateGuestName" => r.read(&mut self.alternate_guest_name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "files" => r.read(&mut self.files),
+            "tools" => r.read_opt(&mut self.tools),
+            "flags" => r.read(&mut self.flags),
+            "consolePreferences" => r.read_opt(&mut self.console_preferences),
+            "defaultPowerOps" => r.read(&mut self.default_power_ops),
+            "rebootPowerOff" => r.read_opt(&mut self.reboot_power_off),
+            "hardware" => r.read(&mut self.hardware),
+            "vcpuConfig" => r.read_push(&mut self.vcpu_config),
+            "cpuAllocation" => r.read_opt(&mut self.cpu_allocation),
+            "memoryAllocation" => r.read_opt(&mut self.memory_allocation),
+            "latencySensitivity" => r.read_opt(&mut self.latency_sensitivity),
+            "memoryHotAddEnabled" => r.read_opt(&mut self.memory_hot_add_enabled),
+            "cpuHotAddEnabled" => r.read_opt(&mut self.cpu_hot_add_enabled),
+            "cpuHotRemoveEnabled" => r.read_opt(&mut self.cpu_hot_remove_enabled),
+            "hotPlugMemoryLimit" => r.read_opt(&mut self.hot_plug_memory_limit),
+            "hotPlugMemoryIncrementSize" => {
+                r.read_opt(&mut self.hot_plug_memory_increment_size)
+            }
+            "cpuAffinity" => r.read_opt(&mut self.cpu_affinity),
+            "memoryAffinity" => r.read_opt(&mut self.memory_affinity),
+            "networkShaper" => r.read_opt(&mut self.network_shaper),
+            "extraConfig" => r.read_push(&mut self.extra_config),
+            "cpuFeatureMask" => r.read_push(&mut self.cpu_feature_mask),
+            "datastoreUrl" => r.read_push(&mut self.datastore_url),
+            "swapPlacement" => r.read_opt(&mut self.swap_placement),
+            "bootOptions" => r.read_opt(&mut self.boot_options),
+            "ftInfo" => r.read_opt(&mut self.ft_info),
+            "repConfig" => r.read_opt(&mut self.rep_config),
+            "vAppConfig" => r.read_opt(&mut self.vapp_config),
+            "vAssertsEnabled" => r.read_opt(&mut self.vasserts_enabled),
+            "changeTrackingEnabled" => r.read_opt(&mut self.change_tracking_enabled),
+            "firmware" => r.read_opt(&mut self.firmware),
+            "maxMksConnections" => r.read_opt(&mut self.max_mks_connections),
+            "guestAutoLockEnabled" => r.read_opt(&mut self.guest_auto_lock_enabled),
+            "managedBy" => r.read_opt(&mut self.managed_by),
+            "memoryReservationLockedToMax" => {
+                r.read_opt(&mut self.memory_reservation_locked_to_max)
+            }
+            "initialOverhead" => r.read_opt(&mut self.initial_overhead),
+            "nestedHVEnabled" => r.read_opt(&mut self.nested_hv_enabled),
+            "vPMCEnabled" => r.read_opt(&mut self.vpmc_enabled),
+            "scheduledHardwareUpgradeInfo" => {
+                r.read_opt(&mut self.scheduled_hardware_upgrade_info)
+            }
+            "forkConfigInfo" => r.read_opt(&mut self.fork_config_info),
+            "vFlashCacheReservation" => r.read_opt(&mut self.vflash_cache_reservation),
+            "vmxConfigChecksum" => r.read_opt(&mut self.vmx_config_checksum),
+            "messageBusTunnelEnabled" => r.read_opt(&mut self.message_bus_tunnel_enabled),
+            "vmStorageObjectId" => r.read_opt(&mut self.vm_storage_object_id),
+            "swapStorageObjectId" => r.read_opt(&mut self.swap_storage_object_id),
+            "keyId" => r.read_opt(&mut self.key_id),
+            "guestIntegrityInfo" => r.read_opt(&mut self.guest_integrity_info),
+            "migrateEncryption" => r.read_opt(&mut self.migrate_encryption),
+            "sgxInfo" => r.read_opt(&mut self.sgx_info),
+            "contentLibItemInfo" => r.read_opt(&mut self.content_lib_item_info),
+            "ftEncryptionMode" => r.read_opt(&mut self.ft_encryption_mode),
+            "guestMonitoringModeInfo" => r.read_opt(&mut self.guest_monitoring_mode_info),
+            "sevEnabled" => r.read_opt(&mut self.sev_enabled),
+            "numaInfo" => r.read_opt(&mut self.numa_info),
+            "pmemFailoverEnabled" => r.read_opt(&mut self.pmem_failover_enabled),
+            "vmxStatsCollectionEnabled" => {
+                r.read_opt(&mut self.vmx_stats_collection_enabled)
+            }
+            "vmOpNotificationToAppEnabled" => {
+                r.read_opt(&mut self.vm_op_notification_to_app_enabled)
+            }
+            "vmOpNotificationTimeout" => r.read_opt(&mut self.vm_op_notification_timeout),
+            "deviceSwap" => r.read_opt(&mut self.device_swap),
+            "pmem" => r.read_opt(&mut self.pmem),
+            "deviceGroups" => r.read_opt(&mut self.device_groups),
+            "fixedPassthruHotPlugEnabled" => {
+                r.read_opt(&mut self.fixed_passthru_hot_plug_enabled)
+            }
+            "metroFtEnabled" => r.read_opt(&mut self.metro_ft_enabled),
+            "vmxRuntimeConfig" => r.read_push(&mut self.vmx_runtime_config),
+            "metroFtHostGroup" => r.read_opt(&mut self.metro_ft_host_group),
+            "tdxEnabled" => r.read_opt(&mut self.tdx_enabled),
+            "sevSnpEnabled" => r.read_opt(&mut self.sev_snp_enabled),
+            "guestArchitecture" => r.read_opt(&mut self.guest_architecture),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("changeVersion", &self.change_version);
+        w.write("modified", &self.modified);
+        w.write("name", &self.name);
+        w.write("guestFullName", &self.guest_full_name);
+        w.write("version", &self.version);
+        w.write("uuid", &self.uuid);
+        w.write_opt("createDate", &self.create_date);
+        w.write_opt("instanceUuid", &self.instance_uuid);
+        w.write_vec("npivNodeWorldWideName", &self.npiv_node_world_wide_name);
+        w.write_vec("npivPortWorldWideName", &self.npiv_port_world_wide_name);
+        w.write_opt("npivWorldWideNameType", &self.npiv_world_wide_name_type);
+        w.write_opt("npivDesiredNodeWwns", &self.npiv_desired_node_wwns);
+        w.write_opt("npivDesiredPortWwns", &self.npiv_desired_port_wwns);
+        w.write_opt("npivTemporaryDisabled", &self.npiv_temporary_disabled);
+        w.write_opt("npivOnNonRdmDisks", &self.npiv_on_non_rdm_disks);
+        w.write_opt("locationId", &self.location_id);
+        w.write("template", &self.template);
+        w.write("guestId", &self.guest_id);
+        w.write("alternateGuestName", &self.alternate_guest_name);
+        w.write_opt("annotation", &self.annotation);
+        w.write("files", &self.files);
+        w.write_opt("tools", &self.tools);
+        w.write("flags", &self.flags);
+        w.write_opt("consolePreferences", &self.console_preferences);
+        w.write("defaultPowerOps", &self.default_power_ops);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigInfo.rebootPowerOff",
+                self.reboot_power_off.is_some(),
+            )
+        {
+            w.write_opt("rebootPowerOff", &self.reboot_power_off);
+        }
+        w.write("hardware", &self.hardware);
+        w.write_vec("vcpuConfig", &self.vcpu_config);
+        w.write_opt("cpuAllocation", &self.cpu_allocation);
+        w.write_opt("memoryAllocation", &self.memory_allocation);
+        w.write_opt("latencySensitivity", &self.latency_sensitivity);
+        w.write_opt("memoryHotAddEnabled", &self.memory_hot_add_enabled);
+        w.write_opt("cpuHotAddEnabled", &self.cpu_hot_add_enabled);
+        w.write_opt("cpuHotRemoveEnabled", &self.cpu_hot_remove_enabled);
+        w.write_opt("hotPlugMemoryLimit", &self.hot_plug_memory_limit);
+        w.write_opt("hotPlugMemoryIncrementSize", &self.hot_plug_memory_increment_size);
+        w.write_opt("cpuAffinity", &self.cpu_affinity);
+        w.write_opt("memoryAffinity", &self.memory_affinity);
+        w.write_opt("networkShaper", &self.network_shaper);
+        w.write_vec("extraConfig", &self.extra_config);
+        w.write_vec("cpuFeatureMask", &self.cpu_feature_mask);
+        w.write_vec("datastoreUrl", &self.datastore_url);
+        w.write_opt("swapPlacement", &self.swap_placement);
+        w.write_opt("bootOptions", &self.boot_options);
+        w.write_opt("ftInfo", &self.ft_info);
+        w.write_opt("repConfig", &self.rep_config);
+        w.write_opt("vAppConfig", &self.vapp_config);
+        w.write_opt("vAssertsEnabled", &self.vasserts_enabled);
+        w.write_opt("changeTrackingEnabled", &self.change_tracking_enabled);
+        w.write_opt("firmware", &self.firmware);
+        w.write_opt("maxMksConnections", &self.max_mks_connections);
+        w.write_opt("guestAutoLockEnabled", &self.guest_auto_lock_enabled);
+        w.write_opt("managedBy", &self.managed_by);
+        w.write_opt(
+            "memoryReservationLockedToMax",
+            &self.memory_reservation_locked_to_max,
+        );
+        w.write_opt("initialOverhead", &self.initial_overhead);
+        w.write_opt("nestedHVEnabled", &self.nested_hv_enabled);
+        w.write_opt("vPMCEnabled", &self.vpmc_enabled);
+        w.write_opt(
+            "scheduledHardwareUpgradeInfo",
+            &self.scheduled_hardware_upgrade_info,
+        );
+        w.write_opt("forkConfigInfo", &self.fork_config_info);
+        w.write_opt("vFlashCacheReservation", &self.vflash_cache_reservation);
+        w.write_opt("vmxConfigChecksum", &self.vmx_config_checksum);
+        w.write_opt("messageBusTunnelEnabled", &self.message_bus_tunnel_enabled);
+        w.write_opt("vmStorageObjectId", &self.vm_storage_object_id);
+        w.write_opt("swapStorageObjectId", &self.swap_storage_object_id);
+        w.write_opt("keyId", &self.key_id);
+        w.write_opt("guestIntegrityInfo", &self.guest_integrity_info);
+        w.write_opt("migrateEncryption", &self.migrate_encryption);
+        w.write_opt("sgxInfo", &self.sgx_info);
+        w.write_opt("contentLibItemInfo", &self.content_lib_item_info);
+        w.write_opt("ftEncryptionMode", &self.ft_encryption_mode);
+        w.write_opt("guestMonitoringModeInfo", &self.guest_monitoring_mode_info);
+        w.write_opt("sevEnabled", &self.sev_enabled);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigInfo.numaInfo",
+                self.numa_info.is_some(),
+            )
+        {
+            w.write_opt("numaInfo", &self.numa_info);
+        }
+        w.write_opt("pmemFailoverEnabled", &self.pmem_failover_enabled);
+        if w
+            .since(
+                0x0700_0301,
+                "VirtualMachineConfigInfo.vmxStatsCollectionEnabled",
+                self.vmx_stats_collection_enabled.is_some(),
+            )
+        {
+            w.write_opt("vmxStatsCollectionEnabled", &self.vmx_stats_collection_enabled);
+        }
+        w.write_opt(
+            "vmOpNotificationToAppEnabled",
+            &self.vm_op_notification_to_app_enabled,
+        );
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigInfo.vmOpNotificationTimeout",
+                self.vm_op_notification_timeout.is_some(),
+            )
+        {
+            w.write_opt("vmOpNotificationTimeout", &self.vm_op_notification_timeout);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigInfo.deviceSwap",
+                self.device_swap.is_some(),
+            )
+        {
+            w.write_opt("deviceSwap", &self.device_swap);
+        }
+        w.write_opt("pmem", &self.pmem);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineConfigInfo.deviceGroups",
+                self.device_groups.is_some(),
+            )
+        {
+            w.write_opt("deviceGroups", &self.device_groups);
+        }
+        if w
+            .since(
+                0x0800_0100,
+                "VirtualMachineConfigInfo.fixedPassthruHotPlugEnabled",
+                self.fixed_passthru_hot_plug_enabled.is_some(),
+            )
+        {
+            w.write_opt(
+                "fixedPassthruHotPlugEnabled",
+                &self.fixed_passthru_hot_plug_enabled,
+            );
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "VirtualMachineConfigInfo.metroFtEnabled",
+                self.metro_ft_enabled.is_some(),
+            )
+        {
+            w.write_opt("metroFtEnabled", &self.metro_ft_enabled);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualMachineConfigInfo.vmxRuntimeConfig",
+                !self.vmx_runtime_config.is_empty(),
+            )
+        {
+            w.write_vec("vmxRuntimeConfig", &self.vmx_runtime_config);
+        }
+        if w
+            .since(
+                0x0800_0300,
+                "VirtualMachineConfigInfo.metroFtHostGroup",
+                self.metro_ft_host_group.is_some(),
+            )
+        {
+            w.write_opt("metroFtHostGroup", &self.metro_ft_host_group);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualMachineConfigInfo.tdxEnabled",
+                self.tdx_enabled.is_some(),
+            )
+        {
+            w.write_opt("tdxEnabled", &self.tdx_enabled);
+        }
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualMachineConfigInfo.sevSnpEnabled",
+                self.sev_snp_enabled.is_some(),
+            )
+        {
+            w.write_opt("sevSnpEnabled", &self.sev_snp_enabled);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineConfigInfo.guestArchitecture",
+                self.guest_architecture.is_some(),
+            )
+        {
+            w.write_opt("guestArchitecture", &self.guest_architecture);
+        }
+    }
+}
 /// `VirtualMachineConfigInfoDatastoreUrlPair` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct VirtualMachineConfigInfoDatastoreUrlPair {
@@ -19,12 +649,16 @@ impl x::SchemaType for VirtualMachineConfigInfoDatastoreUrlPair {
 impl x::Structure for VirtualMachineConfigInfoDatastoreUrlPair {}
 impl std::fmt::Debug for VirtualMachineConfigInfoDatastoreUrlPair {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualMachineConfigInfoDatastoreUrlPair",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualMachineConfigInfoDatastoreUrlPair {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineConfigInfoDatastoreUrlPair {
@@ -64,12 +698,12 @@ impl x::SchemaType for VirtualMachineConfigInfoOverheadInfo {
 impl x::Structure for VirtualMachineConfigInfoOverheadInfo {}
 impl std::fmt::Debug for VirtualMachineConfigInfoOverheadInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineConfigInfoOverheadInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineConfigInfoOverheadInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineConfigInfoOverheadInfo {
@@ -127,12 +761,12 @@ impl x::SchemaType for VirtualMachineConfigOption {
 impl x::Structure for VirtualMachineConfigOption {}
 impl std::fmt::Debug for VirtualMachineConfigOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineConfigOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineConfigOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineConfigOption {
@@ -230,12 +864,12 @@ impl x::SchemaType for VirtualMachineConfigOptionDescriptor {
 impl x::Structure for VirtualMachineConfigOptionDescriptor {}
 impl std::fmt::Debug for VirtualMachineConfigOptionDescriptor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineConfigOptionDescriptor", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineConfigOptionDescriptor {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineConfigOptionDescriptor {
@@ -490,12 +1124,12 @@ impl x::SchemaType for VirtualMachineConfigSpec {
 impl x::Structure for VirtualMachineConfigSpec {}
 impl std::fmt::Debug for VirtualMachineConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineConfigSpec {
@@ -968,12 +1602,12 @@ impl x::SchemaType for VirtualMachineConfigSummary {
 impl x::Structure for VirtualMachineConfigSummary {}
 impl std::fmt::Debug for VirtualMachineConfigSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineConfigSummary", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineConfigSummary {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineConfigSummary {
@@ -1051,12 +1685,12 @@ impl x::SchemaType for VirtualMachineConnection {
 impl x::Structure for VirtualMachineConnection {}
 impl std::fmt::Debug for VirtualMachineConnection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineConnection", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineConnection {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineConnection {
@@ -1096,12 +1730,12 @@ impl x::SchemaType for VirtualMachineConsolePreferences {
 impl x::Structure for VirtualMachineConsolePreferences {}
 impl std::fmt::Debug for VirtualMachineConsolePreferences {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineConsolePreferences", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineConsolePreferences {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineConsolePreferences {
@@ -1143,12 +1777,12 @@ impl x::SchemaType for VirtualMachineContentLibraryItemInfo {
 impl x::Structure for VirtualMachineContentLibraryItemInfo {}
 impl std::fmt::Debug for VirtualMachineContentLibraryItemInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineContentLibraryItemInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineContentLibraryItemInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineContentLibraryItemInfo {
@@ -1188,12 +1822,12 @@ impl x::SchemaType for VirtualMachineCpuIdInfoSpec {
 impl x::Structure for VirtualMachineCpuIdInfoSpec {}
 impl std::fmt::Debug for VirtualMachineCpuIdInfoSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineCpuIdInfoSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineCpuIdInfoSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualMachineCpuIdInfoSpec {
@@ -1265,12 +1899,12 @@ impl x::SchemaType for VirtualMachineDatastoreInfo {
 impl x::Structure for VirtualMachineDatastoreInfo {}
 impl std::fmt::Debug for VirtualMachineDatastoreInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineDatastoreInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineDatastoreInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineDatastoreInfo {
@@ -1368,12 +2002,12 @@ impl x::SchemaType for VirtualMachineDatastoreVolumeOption {
 impl x::Structure for VirtualMachineDatastoreVolumeOption {}
 impl std::fmt::Debug for VirtualMachineDatastoreVolumeOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineDatastoreVolumeOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineDatastoreVolumeOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineDatastoreVolumeOption {
@@ -1423,12 +2057,12 @@ impl x::SchemaType for VirtualMachineDefaultPowerOpInfo {
 impl x::Structure for VirtualMachineDefaultPowerOpInfo {}
 impl std::fmt::Debug for VirtualMachineDefaultPowerOpInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineDefaultPowerOpInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineDefaultPowerOpInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineDefaultPowerOpInfo {
@@ -1469,12 +2103,12 @@ impl x::SchemaType for VirtualMachineDefaultProfileSpec {
 impl x::Structure for VirtualMachineDefaultProfileSpec {}
 impl std::fmt::Debug for VirtualMachineDefaultProfileSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineDefaultProfileSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineDefaultProfileSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineDefaultProfileSpec {
@@ -1505,12 +2139,12 @@ impl x::SchemaType for VirtualMachineDefinedProfileSpec {
 impl x::Structure for VirtualMachineDefinedProfileSpec {}
 impl std::fmt::Debug for VirtualMachineDefinedProfileSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineDefinedProfileSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineDefinedProfileSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineDefinedProfileSpec {
@@ -1560,12 +2194,12 @@ impl x::SchemaType for VirtualMachineDeviceRuntimeInfo {
 impl x::Structure for VirtualMachineDeviceRuntimeInfo {}
 impl std::fmt::Debug for VirtualMachineDeviceRuntimeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineDeviceRuntimeInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineDeviceRuntimeInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineDeviceRuntimeInfo {
@@ -1602,12 +2236,16 @@ impl x::SchemaType for VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
 impl x::Structure for VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {}
 impl std::fmt::Debug for VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualMachineDeviceRuntimeInfoDeviceRuntimeState",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
@@ -1656,12 +2294,16 @@ impl x::SchemaType for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntime
 impl x::Structure for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {}
 impl std::fmt::Debug for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {
@@ -1780,12 +2422,12 @@ impl x::SchemaType for VirtualMachineDiskDeviceInfo {
 impl x::Structure for VirtualMachineDiskDeviceInfo {}
 impl std::fmt::Debug for VirtualMachineDiskDeviceInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineDiskDeviceInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineDiskDeviceInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineDiskDeviceInfo {
@@ -1854,12 +2496,12 @@ impl x::SchemaType for VirtualMachineDisplayTopology {
 impl x::Structure for VirtualMachineDisplayTopology {}
 impl std::fmt::Debug for VirtualMachineDisplayTopology {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineDisplayTopology", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineDisplayTopology {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineDisplayTopology {
@@ -1917,12 +2559,12 @@ impl x::SchemaType for VirtualMachineDvxClassInfo {
 impl x::Structure for VirtualMachineDvxClassInfo {}
 impl std::fmt::Debug for VirtualMachineDvxClassInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineDvxClassInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineDvxClassInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineDvxClassInfo {
@@ -1987,12 +2629,12 @@ impl x::SchemaType for VirtualMachineDynamicPassthroughInfo {
 impl x::Structure for VirtualMachineDynamicPassthroughInfo {}
 impl std::fmt::Debug for VirtualMachineDynamicPassthroughInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineDynamicPassthroughInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineDynamicPassthroughInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualMachineDynamicPassthroughInfo {
@@ -2053,12 +2695,16 @@ impl x::SchemaType for VirtualMachineEmptyIndependentFilterSpec {
 impl x::Structure for VirtualMachineEmptyIndependentFilterSpec {}
 impl std::fmt::Debug for VirtualMachineEmptyIndependentFilterSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualMachineEmptyIndependentFilterSpec",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualMachineEmptyIndependentFilterSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineEmptyIndependentFilterSpec {
@@ -2080,12 +2726,12 @@ impl x::SchemaType for VirtualMachineEmptyProfileSpec {
 impl x::Structure for VirtualMachineEmptyProfileSpec {}
 impl std::fmt::Debug for VirtualMachineEmptyProfileSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineEmptyProfileSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineEmptyProfileSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineEmptyProfileSpec {
@@ -2114,12 +2760,12 @@ impl x::SchemaType for VirtualMachineFeatureRequirement {
 impl x::Structure for VirtualMachineFeatureRequirement {}
 impl std::fmt::Debug for VirtualMachineFeatureRequirement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineFeatureRequirement", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineFeatureRequirement {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineFeatureRequirement {
@@ -2167,12 +2813,12 @@ impl x::SchemaType for VirtualMachineFileInfo {
 impl x::Structure for VirtualMachineFileInfo {}
 impl std::fmt::Debug for VirtualMachineFileInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineFileInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineFileInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineFileInfo {
@@ -2198,862 +2844,5 @@ impl x::Fields for VirtualMachineFileInfo {
         w.write_opt("suspendDirectory", &self.suspend_directory);
         w.write_opt("logDirectory", &self.log_directory);
         w.write_opt("ftMetadataDirectory", &self.ft_metadata_directory);
-    }
-}
-/// `VirtualMachineFileLayout` (extends `DynamicData`).
-#[derive(Default)]
-pub struct VirtualMachineFileLayout {
-    /// `configFile`.
-    pub config_file: Vec<String>,
-    /// `logFile`.
-    pub log_file: Vec<String>,
-    /// `disk`.
-    pub disk: Vec<VirtualMachineFileLayoutDiskLayout>,
-    /// `snapshot`.
-    pub snapshot: Vec<VirtualMachineFileLayoutSnapshotLayout>,
-    /// `swapFile`.
-    pub swap_file: Option<String>,
-}
-impl x::SchemaType for VirtualMachineFileLayout {
-    const TYPE_NAME: &'static str = "VirtualMachineFileLayout";
-}
-impl x::Structure for VirtualMachineFileLayout {}
-impl std::fmt::Debug for VirtualMachineFileLayout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineFileLayout {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for VirtualMachineFileLayout {
-    fn clone(&self) -> Self {
-        Self {
-            config_file: x::clone_vec(&self.config_file),
-            log_file: x::clone_vec(&self.log_file),
-            disk: x::clone_vec(&self.disk),
-            snapshot: x::clone_vec(&self.snapshot),
-            swap_file: self.swap_file.clone(),
-        }
-    }
-}
-impl x::Fields for VirtualMachineFileLayout {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "configFile" => r.read_push(&mut self.config_file),
-            "logFile" => r.read_push(&mut self.log_file),
-            "disk" => r.read_push(&mut self.disk),
-            "snapshot" => r.read_push(&mut self.snapshot),
-            "swapFile" => r.read_opt(&mut self.swap_file),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("configFile", &self.config_file);
-        w.write_vec("logFile", &self.log_file);
-        w.write_vec("disk", &self.disk);
-        w.write_vec("snapshot", &self.snapshot);
-        w.write_opt("swapFile", &self.swap_file);
-    }
-}
-/// `VirtualMachineFileLayoutDiskLayout` (extends `DynamicData`).
-#[derive(Default)]
-pub struct VirtualMachineFileLayoutDiskLayout {
-    /// `key`.
-    pub key: i32,
-    /// `diskFile`.
-    pub disk_file: Vec<String>,
-}
-impl x::SchemaType for VirtualMachineFileLayoutDiskLayout {
-    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutDiskLayout";
-}
-impl x::Structure for VirtualMachineFileLayoutDiskLayout {}
-impl std::fmt::Debug for VirtualMachineFileLayoutDiskLayout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineFileLayoutDiskLayout {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for VirtualMachineFileLayoutDiskLayout {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key,
-            disk_file: x::clone_vec(&self.disk_file),
-        }
-    }
-}
-impl x::Fields for VirtualMachineFileLayoutDiskLayout {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "diskFile" => r.read_push(&mut self.disk_file),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_vec("diskFile", &self.disk_file);
-    }
-}
-impl x::ArrayItem for VirtualMachineFileLayoutDiskLayout {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutDiskLayout";
-    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutDiskLayout";
-}
-/// `VirtualMachineFileLayoutEx` (extends `DynamicData`).
-#[derive(Default)]
-pub struct VirtualMachineFileLayoutEx {
-    /// `file`.
-    pub file: Vec<VirtualMachineFileLayoutExFileInfo>,
-    /// `disk`.
-    pub disk: Vec<VirtualMachineFileLayoutExDiskLayout>,
-    /// `snapshot`.
-    pub snapshot: Vec<VirtualMachineFileLayoutExSnapshotLayout>,
-    /// `timestamp`.
-    pub timestamp: x::DateTime,
-}
-impl x::SchemaType for VirtualMachineFileLayoutEx {
-    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutEx";
-}
-impl x::Structure for VirtualMachineFileLayoutEx {}
-impl std::fmt::Debug for VirtualMachineFileLayoutEx {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineFileLayoutEx {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for VirtualMachineFileLayoutEx {
-    fn clone(&self) -> Self {
-        Self {
-            file: x::clone_vec(&self.file),
-            disk: x::clone_vec(&self.disk),
-            snapshot: x::clone_vec(&self.snapshot),
-            timestamp: self.timestamp.clone(),
-        }
-    }
-}
-impl x::Fields for VirtualMachineFileLayoutEx {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "file" => r.read_push(&mut self.file),
-            "disk" => r.read_push(&mut self.disk),
-            "snapshot" => r.read_push(&mut self.snapshot),
-            "timestamp" => r.read(&mut self.timestamp),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("file", &self.file);
-        w.write_vec("disk", &self.disk);
-        w.write_vec("snapshot", &self.snapshot);
-        w.write("timestamp", &self.timestamp);
-    }
-}
-/// `VirtualMachineFileLayoutExDiskLayout` (extends `DynamicData`).
-#[derive(Default)]
-pub struct VirtualMachineFileLayoutExDiskLayout {
-    /// `key`.
-    pub key: i32,
-    /// `virtualDiskFormat`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub virtual_disk_format: Option<String>,
-    /// `chain`.
-    pub chain: Vec<VirtualMachineFileLayoutExDiskUnit>,
-}
-impl x::SchemaType for VirtualMachineFileLayoutExDiskLayout {
-    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutExDiskLayout";
-}
-impl x::Structure for VirtualMachineFileLayoutExDiskLayout {}
-impl std::fmt::Debug for VirtualMachineFileLayoutExDiskLayout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineFileLayoutExDiskLayout {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for VirtualMachineFileLayoutExDiskLayout {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key,
-            virtual_disk_format: self.virtual_disk_format.clone(),
-            chain: x::clone_vec(&self.chain),
-        }
-    }
-}
-impl x::Fields for VirtualMachineFileLayoutExDiskLayout {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "virtualDiskFormat" => r.read_opt(&mut self.virtual_disk_format),
-            "chain" => r.read_push(&mut self.chain),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        if w
-            .since(
-                0x0900_0000,
-                "VirtualMachineFileLayoutExDiskLayout.virtualDiskFormat",
-                self.virtual_disk_format.is_some(),
-            )
-        {
-            w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
-        }
-        w.write_vec("chain", &self.chain);
-    }
-}
-impl x::ArrayItem for VirtualMachineFileLayoutExDiskLayout {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutExDiskLayout";
-    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutExDiskLayout";
-}
-/// `VirtualMachineFileLayoutExDiskUnit` (extends `DynamicData`).
-#[derive(Default)]
-pub struct VirtualMachineFileLayoutExDiskUnit {
-    /// `fileKey`.
-    pub file_key: Vec<i32>,
-}
-impl x::SchemaType for VirtualMachineFileLayoutExDiskUnit {
-    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutExDiskUnit";
-}
-impl x::Structure for VirtualMachineFileLayoutExDiskUnit {}
-impl std::fmt::Debug for VirtualMachineFileLayoutExDiskUnit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineFileLayoutExDiskUnit {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for VirtualMachineFileLayoutExDiskUnit {
-    fn clone(&self) -> Self {
-        Self {
-            file_key: x::clone_vec(&self.file_key),
-        }
-    }
-}
-impl x::Fields for VirtualMachineFileLayoutExDiskUnit {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "fileKey" => r.read_push(&mut self.file_key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("fileKey", &self.file_key);
-    }
-}
-impl x::ArrayItem for VirtualMachineFileLayoutExDiskUnit {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutExDiskUnit";
-    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutExDiskUnit";
-}
-/// `VirtualMachineFileLayoutExFileInfo` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct VirtualMachineFileLayoutExFileInfo {
-    /// `key`.
-    pub key: i32,
-    /// `name`.
-    pub name: String,
-    /// `type`.
-    pub type_: String,
-    /// `size`.
-    pub size: i64,
-    /// `uniqueSize`.
-    pub unique_size: Option<i64>,
-    /// `backingObjectId`.
-    pub backing_object_id: Option<String>,
-    /// `accessible`.
-    pub accessible: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineFileLayoutExFileInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutExFileInfo";
-}
-impl x::Structure for VirtualMachineFileLayoutExFileInfo {}
-impl std::fmt::Debug for VirtualMachineFileLayoutExFileInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineFileLayoutExFileInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for VirtualMachineFileLayoutExFileInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "type" => r.read(&mut self.type_),
-            "size" => r.read(&mut self.size),
-            "uniqueSize" => r.read_opt(&mut self.unique_size),
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
-            "accessible" => r.read_opt(&mut self.accessible),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write("type", &self.type_);
-        w.write("size", &self.size);
-        w.write_opt("uniqueSize", &self.unique_size);
-        w.write_opt("backingObjectId", &self.backing_object_id);
-        w.write_opt("accessible", &self.accessible);
-    }
-}
-impl x::ArrayItem for VirtualMachineFileLayoutExFileInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutExFileInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutExFileInfo";
-}
-/// `VirtualMachineFileLayoutExSnapshotLayout` (extends `DynamicData`).
-#[derive(Default)]
-pub struct VirtualMachineFileLayoutExSnapshotLayout {
-    /// `key`.
-    pub key: x::ManagedObjectReference,
-    /// `dataKey`.
-    pub data_key: i32,
-    /// `memoryKey`.
-    pub memory_key: Option<i32>,
-    /// `disk`.
-    pub disk: Vec<VirtualMachineFileLayoutExDiskLayout>,
-}
-impl x::SchemaType for VirtualMachineFileLayoutExSnapshotLayout {
-    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutExSnapshotLayout";
-}
-impl x::Structure for VirtualMachineFileLayoutExSnapshotLayout {}
-impl std::fmt::Debug for VirtualMachineFileLayoutExSnapshotLayout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineFileLayoutExSnapshotLayout {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for VirtualMachineFileLayoutExSnapshotLayout {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            data_key: self.data_key,
-            memory_key: self.memory_key,
-            disk: x::clone_vec(&self.disk),
-        }
-    }
-}
-impl x::Fields for VirtualMachineFileLayoutExSnapshotLayout {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "dataKey" => r.read(&mut self.data_key),
-            "memoryKey" => r.read_opt(&mut self.memory_key),
-            "disk" => r.read_push(&mut self.disk),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("dataKey", &self.data_key);
-        w.write_opt("memoryKey", &self.memory_key);
-        w.write_vec("disk", &self.disk);
-    }
-}
-impl x::ArrayItem for VirtualMachineFileLayoutExSnapshotLayout {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutExSnapshotLayout";
-    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutExSnapshotLayout";
-}
-/// `VirtualMachineFileLayoutSnapshotLayout` (extends `DynamicData`).
-#[derive(Default)]
-pub struct VirtualMachineFileLayoutSnapshotLayout {
-    /// `key`.
-    pub key: x::ManagedObjectReference,
-    /// `snapshotFile`.
-    pub snapshot_file: Vec<String>,
-}
-impl x::SchemaType for VirtualMachineFileLayoutSnapshotLayout {
-    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutSnapshotLayout";
-}
-impl x::Structure for VirtualMachineFileLayoutSnapshotLayout {}
-impl std::fmt::Debug for VirtualMachineFileLayoutSnapshotLayout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineFileLayoutSnapshotLayout {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for VirtualMachineFileLayoutSnapshotLayout {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            snapshot_file: x::clone_vec(&self.snapshot_file),
-        }
-    }
-}
-impl x::Fields for VirtualMachineFileLayoutSnapshotLayout {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "snapshotFile" => r.read_push(&mut self.snapshot_file),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_vec("snapshotFile", &self.snapshot_file);
-    }
-}
-impl x::ArrayItem for VirtualMachineFileLayoutSnapshotLayout {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutSnapshotLayout";
-    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutSnapshotLayout";
-}
-/// `VirtualMachineFlagInfo` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct VirtualMachineFlagInfo {
-    /// `disableAcceleration`.
-    pub disable_acceleration: Option<bool>,
-    /// `enableLogging`.
-    pub enable_logging: Option<bool>,
-    /// `useToe`.
-    pub use_toe: Option<bool>,
-    /// `runWithDebugInfo`.
-    pub run_with_debug_info: Option<bool>,
-    /// `monitorType`.
-    pub monitor_type: Option<String>,
-    /// `htSharing`.
-    pub ht_sharing: Option<String>,
-    /// `snapshotDisabled`.
-    pub snapshot_disabled: Option<bool>,
-    /// `snapshotLocked`.
-    pub snapshot_locked: Option<bool>,
-    /// `diskUuidEnabled`.
-    pub disk_uuid_enabled: Option<bool>,
-    /// `virtualMmuUsage`.
-    pub virtual_mmu_usage: Option<String>,
-    /// `virtualExecUsage`.
-    pub virtual_exec_usage: Option<String>,
-    /// `snapshotPowerOffBehavior`.
-    pub snapshot_power_off_behavior: Option<String>,
-    /// `recordReplayEnabled`.
-    pub record_replay_enabled: Option<bool>,
-    /// `faultToleranceType`.
-    pub fault_tolerance_type: Option<String>,
-    /// `cbrcCacheEnabled`.
-    pub cbrc_cache_enabled: Option<bool>,
-    /// `vvtdEnabled`.
-    pub vvtd_enabled: Option<bool>,
-    /// `vbsEnabled`.
-    pub vbs_enabled: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineFlagInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineFlagInfo";
-}
-impl x::Structure for VirtualMachineFlagInfo {}
-impl std::fmt::Debug for VirtualMachineFlagInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineFlagInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for VirtualMachineFlagInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "disableAcceleration" => r.read_opt(&mut self.disable_acceleration),
-            "enableLogging" => r.read_opt(&mut self.enable_logging),
-            "useToe" => r.read_opt(&mut self.use_toe),
-            "runWithDebugInfo" => r.read_opt(&mut self.run_with_debug_info),
-            "monitorType" => r.read_opt(&mut self.monitor_type),
-            "htSharing" => r.read_opt(&mut self.ht_sharing),
-            "snapshotDisabled" => r.read_opt(&mut self.snapshot_disabled),
-            "snapshotLocked" => r.read_opt(&mut self.snapshot_locked),
-            "diskUuidEnabled" => r.read_opt(&mut self.disk_uuid_enabled),
-            "virtualMmuUsage" => r.read_opt(&mut self.virtual_mmu_usage),
-            "virtualExecUsage" => r.read_opt(&mut self.virtual_exec_usage),
-            "snapshotPowerOffBehavior" => {
-                r.read_opt(&mut self.snapshot_power_off_behavior)
-            }
-            "recordReplayEnabled" => r.read_opt(&mut self.record_replay_enabled),
-            "faultToleranceType" => r.read_opt(&mut self.fault_tolerance_type),
-            "cbrcCacheEnabled" => r.read_opt(&mut self.cbrc_cache_enabled),
-            "vvtdEnabled" => r.read_opt(&mut self.vvtd_enabled),
-            "vbsEnabled" => r.read_opt(&mut self.vbs_enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("disableAcceleration", &self.disable_acceleration);
-        w.write_opt("enableLogging", &self.enable_logging);
-        w.write_opt("useToe", &self.use_toe);
-        w.write_opt("runWithDebugInfo", &self.run_with_debug_info);
-        w.write_opt("monitorType", &self.monitor_type);
-        w.write_opt("htSharing", &self.ht_sharing);
-        w.write_opt("snapshotDisabled", &self.snapshot_disabled);
-        w.write_opt("snapshotLocked", &self.snapshot_locked);
-        w.write_opt("diskUuidEnabled", &self.disk_uuid_enabled);
-        w.write_opt("virtualMmuUsage", &self.virtual_mmu_usage);
-        w.write_opt("virtualExecUsage", &self.virtual_exec_usage);
-        w.write_opt("snapshotPowerOffBehavior", &self.snapshot_power_off_behavior);
-        w.write_opt("recordReplayEnabled", &self.record_replay_enabled);
-        w.write_opt("faultToleranceType", &self.fault_tolerance_type);
-        w.write_opt("cbrcCacheEnabled", &self.cbrc_cache_enabled);
-        w.write_opt("vvtdEnabled", &self.vvtd_enabled);
-        w.write_opt("vbsEnabled", &self.vbs_enabled);
-    }
-}
-/// `VirtualMachineFloppyInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualMachineFloppyInfo {
-    /// The fields `VirtualMachineFloppyInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-}
-impl x::SchemaType for VirtualMachineFloppyInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineFloppyInfo";
-}
-impl x::Structure for VirtualMachineFloppyInfo {}
-impl std::fmt::Debug for VirtualMachineFloppyInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineFloppyInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualMachineFloppyInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineFloppyInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachineFloppyInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_machine_target_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-    }
-}
-impl x::ArrayItem for VirtualMachineFloppyInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFloppyInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineFloppyInfo";
-}
-/// `VirtualMachineForkConfigInfo` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct VirtualMachineForkConfigInfo {
-    /// `parentEnabled`.
-    pub parent_enabled: Option<bool>,
-    /// `childForkGroupId`.
-    pub child_fork_group_id: Option<String>,
-    /// `parentForkGroupId`.
-    pub parent_fork_group_id: Option<String>,
-    /// `childType`.
-    pub child_type: Option<String>,
-}
-impl x::SchemaType for VirtualMachineForkConfigInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineForkConfigInfo";
-}
-impl x::Structure for VirtualMachineForkConfigInfo {}
-impl std::fmt::Debug for VirtualMachineForkConfigInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineForkConfigInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for VirtualMachineForkConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "parentEnabled" => r.read_opt(&mut self.parent_enabled),
-            "childForkGroupId" => r.read_opt(&mut self.child_fork_group_id),
-            "parentForkGroupId" => r.read_opt(&mut self.parent_fork_group_id),
-            "childType" => r.read_opt(&mut self.child_type),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("parentEnabled", &self.parent_enabled);
-        w.write_opt("childForkGroupId", &self.child_fork_group_id);
-        w.write_opt("parentForkGroupId", &self.parent_fork_group_id);
-        w.write_opt("childType", &self.child_type);
-    }
-}
-/// `VirtualMachineGuestIntegrityInfo` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct VirtualMachineGuestIntegrityInfo {
-    /// `enabled`.
-    pub enabled: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineGuestIntegrityInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineGuestIntegrityInfo";
-}
-impl x::Structure for VirtualMachineGuestIntegrityInfo {}
-impl std::fmt::Debug for VirtualMachineGuestIntegrityInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineGuestIntegrityInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for VirtualMachineGuestIntegrityInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read_opt(&mut self.enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("enabled", &self.enabled);
-    }
-}
-/// `VirtualMachineGuestMonitoringModeInfo` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct VirtualMachineGuestMonitoringModeInfo {
-    /// `gmmFile`.
-    pub gmm_file: Option<String>,
-    /// `gmmAppliance`.
-    pub gmm_appliance: Option<String>,
-}
-impl x::SchemaType for VirtualMachineGuestMonitoringModeInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineGuestMonitoringModeInfo";
-}
-impl x::Structure for VirtualMachineGuestMonitoringModeInfo {}
-impl std::fmt::Debug for VirtualMachineGuestMonitoringModeInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineGuestMonitoringModeInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for VirtualMachineGuestMonitoringModeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "gmmFile" => r.read_opt(&mut self.gmm_file),
-            "gmmAppliance" => r.read_opt(&mut self.gmm_appliance),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("gmmFile", &self.gmm_file);
-        w.write_opt("gmmAppliance", &self.gmm_appliance);
-    }
-}
-/// `VirtualMachineGuestQuiesceSpec` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualMachineGuestQuiesceSpec`], which also carries its subtypes.
-#[derive(Clone, Default)]
-pub struct VirtualMachineGuestQuiesceSpec {
-    /// `timeout`.
-    pub timeout: Option<i32>,
-}
-impl x::SchemaType for VirtualMachineGuestQuiesceSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineGuestQuiesceSpec";
-}
-impl x::Structure for VirtualMachineGuestQuiesceSpec {}
-impl std::fmt::Debug for VirtualMachineGuestQuiesceSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineGuestQuiesceSpec {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for VirtualMachineGuestQuiesceSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "timeout" => r.read_opt(&mut self.timeout),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("timeout", &self.timeout);
-    }
-}
-/// `VirtualMachineGuestRebootStatus` (extends `DynamicData`).
-///
-/// Since vSphere API 9.1.0.0.
-#[derive(Default)]
-pub struct VirtualMachineGuestRebootStatus {
-    /// `rebootRequested`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub reboot_requested: bool,
-    /// `requestingComponents`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub requesting_components: Vec<String>,
-    /// `requestTimestamp`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub request_timestamp: Option<x::DateTime>,
-}
-impl x::SchemaType for VirtualMachineGuestRebootStatus {
-    const TYPE_NAME: &'static str = "VirtualMachineGuestRebootStatus";
-}
-impl x::Structure for VirtualMachineGuestRebootStatus {}
-impl std::fmt::Debug for VirtualMachineGuestRebootStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineGuestRebootStatus {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for VirtualMachineGuestRebootStatus {
-    fn clone(&self) -> Self {
-        Self {
-            reboot_requested: self.reboot_requested,
-            requesting_components: x::clone_vec(&self.requesting_components),
-            request_timestamp: self.request_timestamp.clone(),
-        }
-    }
-}
-impl x::Fields for VirtualMachineGuestRebootStatus {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "rebootRequested" => r.read(&mut self.reboot_requested),
-            "requestingComponents" => r.read_push(&mut self.requesting_components),
-            "requestTimestamp" => r.read_opt(&mut self.request_timestamp),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0901_0000, "type VirtualMachineGuestRebootStatus", true);
-        w.write("rebootRequested", &self.reboot_requested);
-        w.write_vec("requestingComponents", &self.requesting_components);
-        w.write_opt("requestTimestamp", &self.request_timestamp);
     }
 }

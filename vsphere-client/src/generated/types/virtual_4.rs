@@ -5,6 +5,867 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualMachineFileLayout` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineFileLayout {
+    /// `configFile`.
+    pub config_file: Vec<String>,
+    /// `logFile`.
+    pub log_file: Vec<String>,
+    /// `disk`.
+    pub disk: Vec<VirtualMachineFileLayoutDiskLayout>,
+    /// `snapshot`.
+    pub snapshot: Vec<VirtualMachineFileLayoutSnapshotLayout>,
+    /// `swapFile`.
+    pub swap_file: Option<String>,
+}
+impl x::SchemaType for VirtualMachineFileLayout {
+    const TYPE_NAME: &'static str = "VirtualMachineFileLayout";
+}
+impl x::Structure for VirtualMachineFileLayout {}
+impl std::fmt::Debug for VirtualMachineFileLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineFileLayout", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineFileLayout {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineFileLayout {
+    fn clone(&self) -> Self {
+        Self {
+            config_file: x::clone_vec(&self.config_file),
+            log_file: x::clone_vec(&self.log_file),
+            disk: x::clone_vec(&self.disk),
+            snapshot: x::clone_vec(&self.snapshot),
+            swap_file: self.swap_file.clone(),
+        }
+    }
+}
+impl x::Fields for VirtualMachineFileLayout {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "configFile" => r.read_push(&mut self.config_file),
+            "logFile" => r.read_push(&mut self.log_file),
+            "disk" => r.read_push(&mut self.disk),
+            "snapshot" => r.read_push(&mut self.snapshot),
+            "swapFile" => r.read_opt(&mut self.swap_file),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("configFile", &self.config_file);
+        w.write_vec("logFile", &self.log_file);
+        w.write_vec("disk", &self.disk);
+        w.write_vec("snapshot", &self.snapshot);
+        w.write_opt("swapFile", &self.swap_file);
+    }
+}
+/// `VirtualMachineFileLayoutDiskLayout` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineFileLayoutDiskLayout {
+    /// `key`.
+    pub key: i32,
+    /// `diskFile`.
+    pub disk_file: Vec<String>,
+}
+impl x::SchemaType for VirtualMachineFileLayoutDiskLayout {
+    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutDiskLayout";
+}
+impl x::Structure for VirtualMachineFileLayoutDiskLayout {}
+impl std::fmt::Debug for VirtualMachineFileLayoutDiskLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineFileLayoutDiskLayout", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineFileLayoutDiskLayout {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineFileLayoutDiskLayout {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key,
+            disk_file: x::clone_vec(&self.disk_file),
+        }
+    }
+}
+impl x::Fields for VirtualMachineFileLayoutDiskLayout {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "diskFile" => r.read_push(&mut self.disk_file),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_vec("diskFile", &self.disk_file);
+    }
+}
+impl x::ArrayItem for VirtualMachineFileLayoutDiskLayout {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutDiskLayout";
+    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutDiskLayout";
+}
+/// `VirtualMachineFileLayoutEx` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineFileLayoutEx {
+    /// `file`.
+    pub file: Vec<VirtualMachineFileLayoutExFileInfo>,
+    /// `disk`.
+    pub disk: Vec<VirtualMachineFileLayoutExDiskLayout>,
+    /// `snapshot`.
+    pub snapshot: Vec<VirtualMachineFileLayoutExSnapshotLayout>,
+    /// `timestamp`.
+    pub timestamp: x::DateTime,
+}
+impl x::SchemaType for VirtualMachineFileLayoutEx {
+    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutEx";
+}
+impl x::Structure for VirtualMachineFileLayoutEx {}
+impl std::fmt::Debug for VirtualMachineFileLayoutEx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineFileLayoutEx", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineFileLayoutEx {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineFileLayoutEx {
+    fn clone(&self) -> Self {
+        Self {
+            file: x::clone_vec(&self.file),
+            disk: x::clone_vec(&self.disk),
+            snapshot: x::clone_vec(&self.snapshot),
+            timestamp: self.timestamp.clone(),
+        }
+    }
+}
+impl x::Fields for VirtualMachineFileLayoutEx {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "file" => r.read_push(&mut self.file),
+            "disk" => r.read_push(&mut self.disk),
+            "snapshot" => r.read_push(&mut self.snapshot),
+            "timestamp" => r.read(&mut self.timestamp),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("file", &self.file);
+        w.write_vec("disk", &self.disk);
+        w.write_vec("snapshot", &self.snapshot);
+        w.write("timestamp", &self.timestamp);
+    }
+}
+/// `VirtualMachineFileLayoutExDiskLayout` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineFileLayoutExDiskLayout {
+    /// `key`.
+    pub key: i32,
+    /// `virtualDiskFormat`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub virtual_disk_format: Option<String>,
+    /// `chain`.
+    pub chain: Vec<VirtualMachineFileLayoutExDiskUnit>,
+}
+impl x::SchemaType for VirtualMachineFileLayoutExDiskLayout {
+    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutExDiskLayout";
+}
+impl x::Structure for VirtualMachineFileLayoutExDiskLayout {}
+impl std::fmt::Debug for VirtualMachineFileLayoutExDiskLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineFileLayoutExDiskLayout", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineFileLayoutExDiskLayout {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineFileLayoutExDiskLayout {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key,
+            virtual_disk_format: self.virtual_disk_format.clone(),
+            chain: x::clone_vec(&self.chain),
+        }
+    }
+}
+impl x::Fields for VirtualMachineFileLayoutExDiskLayout {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "virtualDiskFormat" => r.read_opt(&mut self.virtual_disk_format),
+            "chain" => r.read_push(&mut self.chain),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        if w
+            .since(
+                0x0900_0000,
+                "VirtualMachineFileLayoutExDiskLayout.virtualDiskFormat",
+                self.virtual_disk_format.is_some(),
+            )
+        {
+            w.write_opt("virtualDiskFormat", &self.virtual_disk_format);
+        }
+        w.write_vec("chain", &self.chain);
+    }
+}
+impl x::ArrayItem for VirtualMachineFileLayoutExDiskLayout {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutExDiskLayout";
+    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutExDiskLayout";
+}
+/// `VirtualMachineFileLayoutExDiskUnit` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineFileLayoutExDiskUnit {
+    /// `fileKey`.
+    pub file_key: Vec<i32>,
+}
+impl x::SchemaType for VirtualMachineFileLayoutExDiskUnit {
+    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutExDiskUnit";
+}
+impl x::Structure for VirtualMachineFileLayoutExDiskUnit {}
+impl std::fmt::Debug for VirtualMachineFileLayoutExDiskUnit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineFileLayoutExDiskUnit", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineFileLayoutExDiskUnit {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineFileLayoutExDiskUnit {
+    fn clone(&self) -> Self {
+        Self {
+            file_key: x::clone_vec(&self.file_key),
+        }
+    }
+}
+impl x::Fields for VirtualMachineFileLayoutExDiskUnit {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "fileKey" => r.read_push(&mut self.file_key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("fileKey", &self.file_key);
+    }
+}
+impl x::ArrayItem for VirtualMachineFileLayoutExDiskUnit {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutExDiskUnit";
+    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutExDiskUnit";
+}
+/// `VirtualMachineFileLayoutExFileInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineFileLayoutExFileInfo {
+    /// `key`.
+    pub key: i32,
+    /// `name`.
+    pub name: String,
+    /// `type`.
+    pub type_: String,
+    /// `size`.
+    pub size: i64,
+    /// `uniqueSize`.
+    pub unique_size: Option<i64>,
+    /// `backingObjectId`.
+    pub backing_object_id: Option<String>,
+    /// `accessible`.
+    pub accessible: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineFileLayoutExFileInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutExFileInfo";
+}
+impl x::Structure for VirtualMachineFileLayoutExFileInfo {}
+impl std::fmt::Debug for VirtualMachineFileLayoutExFileInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineFileLayoutExFileInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineFileLayoutExFileInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineFileLayoutExFileInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "type" => r.read(&mut self.type_),
+            "size" => r.read(&mut self.size),
+            "uniqueSize" => r.read_opt(&mut self.unique_size),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
+            "accessible" => r.read_opt(&mut self.accessible),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("name", &self.name);
+        w.write("type", &self.type_);
+        w.write("size", &self.size);
+        w.write_opt("uniqueSize", &self.unique_size);
+        w.write_opt("backingObjectId", &self.backing_object_id);
+        w.write_opt("accessible", &self.accessible);
+    }
+}
+impl x::ArrayItem for VirtualMachineFileLayoutExFileInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutExFileInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutExFileInfo";
+}
+/// `VirtualMachineFileLayoutExSnapshotLayout` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineFileLayoutExSnapshotLayout {
+    /// `key`.
+    pub key: x::ManagedObjectReference,
+    /// `dataKey`.
+    pub data_key: i32,
+    /// `memoryKey`.
+    pub memory_key: Option<i32>,
+    /// `disk`.
+    pub disk: Vec<VirtualMachineFileLayoutExDiskLayout>,
+}
+impl x::SchemaType for VirtualMachineFileLayoutExSnapshotLayout {
+    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutExSnapshotLayout";
+}
+impl x::Structure for VirtualMachineFileLayoutExSnapshotLayout {}
+impl std::fmt::Debug for VirtualMachineFileLayoutExSnapshotLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineFileLayoutExSnapshotLayout",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineFileLayoutExSnapshotLayout {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineFileLayoutExSnapshotLayout {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            data_key: self.data_key,
+            memory_key: self.memory_key,
+            disk: x::clone_vec(&self.disk),
+        }
+    }
+}
+impl x::Fields for VirtualMachineFileLayoutExSnapshotLayout {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "dataKey" => r.read(&mut self.data_key),
+            "memoryKey" => r.read_opt(&mut self.memory_key),
+            "disk" => r.read_push(&mut self.disk),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("dataKey", &self.data_key);
+        w.write_opt("memoryKey", &self.memory_key);
+        w.write_vec("disk", &self.disk);
+    }
+}
+impl x::ArrayItem for VirtualMachineFileLayoutExSnapshotLayout {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutExSnapshotLayout";
+    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutExSnapshotLayout";
+}
+/// `VirtualMachineFileLayoutSnapshotLayout` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineFileLayoutSnapshotLayout {
+    /// `key`.
+    pub key: x::ManagedObjectReference,
+    /// `snapshotFile`.
+    pub snapshot_file: Vec<String>,
+}
+impl x::SchemaType for VirtualMachineFileLayoutSnapshotLayout {
+    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutSnapshotLayout";
+}
+impl x::Structure for VirtualMachineFileLayoutSnapshotLayout {}
+impl std::fmt::Debug for VirtualMachineFileLayoutSnapshotLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineFileLayoutSnapshotLayout", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineFileLayoutSnapshotLayout {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineFileLayoutSnapshotLayout {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            snapshot_file: x::clone_vec(&self.snapshot_file),
+        }
+    }
+}
+impl x::Fields for VirtualMachineFileLayoutSnapshotLayout {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "snapshotFile" => r.read_push(&mut self.snapshot_file),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_vec("snapshotFile", &self.snapshot_file);
+    }
+}
+impl x::ArrayItem for VirtualMachineFileLayoutSnapshotLayout {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutSnapshotLayout";
+    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutSnapshotLayout";
+}
+/// `VirtualMachineFlagInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineFlagInfo {
+    /// `disableAcceleration`.
+    pub disable_acceleration: Option<bool>,
+    /// `enableLogging`.
+    pub enable_logging: Option<bool>,
+    /// `useToe`.
+    pub use_toe: Option<bool>,
+    /// `runWithDebugInfo`.
+    pub run_with_debug_info: Option<bool>,
+    /// `monitorType`.
+    pub monitor_type: Option<String>,
+    /// `htSharing`.
+    pub ht_sharing: Option<String>,
+    /// `snapshotDisabled`.
+    pub snapshot_disabled: Option<bool>,
+    /// `snapshotLocked`.
+    pub snapshot_locked: Option<bool>,
+    /// `diskUuidEnabled`.
+    pub disk_uuid_enabled: Option<bool>,
+    /// `virtualMmuUsage`.
+    pub virtual_mmu_usage: Option<String>,
+    /// `virtualExecUsage`.
+    pub virtual_exec_usage: Option<String>,
+    /// `snapshotPowerOffBehavior`.
+    pub snapshot_power_off_behavior: Option<String>,
+    /// `recordReplayEnabled`.
+    pub record_replay_enabled: Option<bool>,
+    /// `faultToleranceType`.
+    pub fault_tolerance_type: Option<String>,
+    /// `cbrcCacheEnabled`.
+    pub cbrc_cache_enabled: Option<bool>,
+    /// `vvtdEnabled`.
+    pub vvtd_enabled: Option<bool>,
+    /// `vbsEnabled`.
+    pub vbs_enabled: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineFlagInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineFlagInfo";
+}
+impl x::Structure for VirtualMachineFlagInfo {}
+impl std::fmt::Debug for VirtualMachineFlagInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineFlagInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineFlagInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineFlagInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "disableAcceleration" => r.read_opt(&mut self.disable_acceleration),
+            "enableLogging" => r.read_opt(&mut self.enable_logging),
+            "useToe" => r.read_opt(&mut self.use_toe),
+            "runWithDebugInfo" => r.read_opt(&mut self.run_with_debug_info),
+            "monitorType" => r.read_opt(&mut self.monitor_type),
+            "htSharing" => r.read_opt(&mut self.ht_sharing),
+            "snapshotDisabled" => r.read_opt(&mut self.snapshot_disabled),
+            "snapshotLocked" => r.read_opt(&mut self.snapshot_locked),
+            "diskUuidEnabled" => r.read_opt(&mut self.disk_uuid_enabled),
+            "virtualMmuUsage" => r.read_opt(&mut self.virtual_mmu_usage),
+            "virtualExecUsage" => r.read_opt(&mut self.virtual_exec_usage),
+            "snapshotPowerOffBehavior" => {
+                r.read_opt(&mut self.snapshot_power_off_behavior)
+            }
+            "recordReplayEnabled" => r.read_opt(&mut self.record_replay_enabled),
+            "faultToleranceType" => r.read_opt(&mut self.fault_tolerance_type),
+            "cbrcCacheEnabled" => r.read_opt(&mut self.cbrc_cache_enabled),
+            "vvtdEnabled" => r.read_opt(&mut self.vvtd_enabled),
+            "vbsEnabled" => r.read_opt(&mut self.vbs_enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("disableAcceleration", &self.disable_acceleration);
+        w.write_opt("enableLogging", &self.enable_logging);
+        w.write_opt("useToe", &self.use_toe);
+        w.write_opt("runWithDebugInfo", &self.run_with_debug_info);
+        w.write_opt("monitorType", &self.monitor_type);
+        w.write_opt("htSharing", &self.ht_sharing);
+        w.write_opt("snapshotDisabled", &self.snapshot_disabled);
+        w.write_opt("snapshotLocked", &self.snapshot_locked);
+        w.write_opt("diskUuidEnabled", &self.disk_uuid_enabled);
+        w.write_opt("virtualMmuUsage", &self.virtual_mmu_usage);
+        w.write_opt("virtualExecUsage", &self.virtual_exec_usage);
+        w.write_opt("snapshotPowerOffBehavior", &self.snapshot_power_off_behavior);
+        w.write_opt("recordReplayEnabled", &self.record_replay_enabled);
+        w.write_opt("faultToleranceType", &self.fault_tolerance_type);
+        w.write_opt("cbrcCacheEnabled", &self.cbrc_cache_enabled);
+        w.write_opt("vvtdEnabled", &self.vvtd_enabled);
+        w.write_opt("vbsEnabled", &self.vbs_enabled);
+    }
+}
+/// `VirtualMachineFloppyInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineFloppyInfo {
+    /// The fields `VirtualMachineFloppyInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+}
+impl x::SchemaType for VirtualMachineFloppyInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineFloppyInfo";
+}
+impl x::Structure for VirtualMachineFloppyInfo {}
+impl std::fmt::Debug for VirtualMachineFloppyInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineFloppyInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineFloppyInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachineFloppyInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineFloppyInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineFloppyInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_machine_target_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+    }
+}
+impl x::ArrayItem for VirtualMachineFloppyInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFloppyInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineFloppyInfo";
+}
+/// `VirtualMachineForkConfigInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineForkConfigInfo {
+    /// `parentEnabled`.
+    pub parent_enabled: Option<bool>,
+    /// `childForkGroupId`.
+    pub child_fork_group_id: Option<String>,
+    /// `parentForkGroupId`.
+    pub parent_fork_group_id: Option<String>,
+    /// `childType`.
+    pub child_type: Option<String>,
+}
+impl x::SchemaType for VirtualMachineForkConfigInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineForkConfigInfo";
+}
+impl x::Structure for VirtualMachineForkConfigInfo {}
+impl std::fmt::Debug for VirtualMachineForkConfigInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineForkConfigInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineForkConfigInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineForkConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "parentEnabled" => r.read_opt(&mut self.parent_enabled),
+            "childForkGroupId" => r.read_opt(&mut self.child_fork_group_id),
+            "parentForkGroupId" => r.read_opt(&mut self.parent_fork_group_id),
+            "childType" => r.read_opt(&mut self.child_type),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("parentEnabled", &self.parent_enabled);
+        w.write_opt("childForkGroupId", &self.child_fork_group_id);
+        w.write_opt("parentForkGroupId", &self.parent_fork_group_id);
+        w.write_opt("childType", &self.child_type);
+    }
+}
+/// `VirtualMachineGuestIntegrityInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineGuestIntegrityInfo {
+    /// `enabled`.
+    pub enabled: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineGuestIntegrityInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineGuestIntegrityInfo";
+}
+impl x::Structure for VirtualMachineGuestIntegrityInfo {}
+impl std::fmt::Debug for VirtualMachineGuestIntegrityInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineGuestIntegrityInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineGuestIntegrityInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineGuestIntegrityInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("enabled", &self.enabled);
+    }
+}
+/// `VirtualMachineGuestMonitoringModeInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineGuestMonitoringModeInfo {
+    /// `gmmFile`.
+    pub gmm_file: Option<String>,
+    /// `gmmAppliance`.
+    pub gmm_appliance: Option<String>,
+}
+impl x::SchemaType for VirtualMachineGuestMonitoringModeInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineGuestMonitoringModeInfo";
+}
+impl x::Structure for VirtualMachineGuestMonitoringModeInfo {}
+impl std::fmt::Debug for VirtualMachineGuestMonitoringModeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineGuestMonitoringModeInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineGuestMonitoringModeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineGuestMonitoringModeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "gmmFile" => r.read_opt(&mut self.gmm_file),
+            "gmmAppliance" => r.read_opt(&mut self.gmm_appliance),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("gmmFile", &self.gmm_file);
+        w.write_opt("gmmAppliance", &self.gmm_appliance);
+    }
+}
+/// `VirtualMachineGuestQuiesceSpec` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyVirtualMachineGuestQuiesceSpec`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct VirtualMachineGuestQuiesceSpec {
+    /// `timeout`.
+    pub timeout: Option<i32>,
+}
+impl x::SchemaType for VirtualMachineGuestQuiesceSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineGuestQuiesceSpec";
+}
+impl x::Structure for VirtualMachineGuestQuiesceSpec {}
+impl std::fmt::Debug for VirtualMachineGuestQuiesceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineGuestQuiesceSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineGuestQuiesceSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineGuestQuiesceSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "timeout" => r.read_opt(&mut self.timeout),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("timeout", &self.timeout);
+    }
+}
+/// `VirtualMachineGuestRebootStatus` (extends `DynamicData`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Default)]
+pub struct VirtualMachineGuestRebootStatus {
+    /// `rebootRequested`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub reboot_requested: bool,
+    /// `requestingComponents`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub requesting_components: Vec<String>,
+    /// `requestTimestamp`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub request_timestamp: Option<x::DateTime>,
+}
+impl x::SchemaType for VirtualMachineGuestRebootStatus {
+    const TYPE_NAME: &'static str = "VirtualMachineGuestRebootStatus";
+}
+impl x::Structure for VirtualMachineGuestRebootStatus {}
+impl std::fmt::Debug for VirtualMachineGuestRebootStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineGuestRebootStatus", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineGuestRebootStatus {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineGuestRebootStatus {
+    fn clone(&self) -> Self {
+        Self {
+            reboot_requested: self.reboot_requested,
+            requesting_components: x::clone_vec(&self.requesting_components),
+            request_timestamp: self.request_timestamp.clone(),
+        }
+    }
+}
+impl x::Fields for VirtualMachineGuestRebootStatus {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "rebootRequested" => r.read(&mut self.reboot_requested),
+            "requestingComponents" => r.read_push(&mut self.requesting_components),
+            "requestTimestamp" => r.read_opt(&mut self.request_timestamp),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type VirtualMachineGuestRebootStatus", true);
+        w.write("rebootRequested", &self.reboot_requested);
+        w.write_vec("requestingComponents", &self.requesting_components);
+        w.write_opt("requestTimestamp", &self.request_timestamp);
+    }
+}
 /// `VirtualMachineGuestSummary` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct VirtualMachineGuestSummary {
@@ -33,12 +894,12 @@ impl x::SchemaType for VirtualMachineGuestSummary {
 impl x::Structure for VirtualMachineGuestSummary {}
 impl std::fmt::Debug for VirtualMachineGuestSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineGuestSummary", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineGuestSummary {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineGuestSummary {
@@ -90,12 +951,12 @@ impl x::SchemaType for VirtualMachineIdeDiskDeviceInfo {
 impl x::Structure for VirtualMachineIdeDiskDeviceInfo {}
 impl std::fmt::Debug for VirtualMachineIdeDiskDeviceInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineIdeDiskDeviceInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineIdeDiskDeviceInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineIdeDiskDeviceInfo {
@@ -163,12 +1024,16 @@ impl x::SchemaType for VirtualMachineIdeDiskDevicePartitionInfo {
 impl x::Structure for VirtualMachineIdeDiskDevicePartitionInfo {}
 impl std::fmt::Debug for VirtualMachineIdeDiskDevicePartitionInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualMachineIdeDiskDevicePartitionInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualMachineIdeDiskDevicePartitionInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineIdeDiskDevicePartitionInfo {
@@ -212,12 +1077,12 @@ impl x::SchemaType for VirtualMachineImportSpec {
 impl x::Structure for VirtualMachineImportSpec {}
 impl std::fmt::Debug for VirtualMachineImportSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineImportSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineImportSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualMachineImportSpec {
@@ -269,12 +1134,12 @@ impl x::SchemaType for VirtualMachineIndependentFilterSpec {
 impl x::Structure for VirtualMachineIndependentFilterSpec {}
 impl std::fmt::Debug for VirtualMachineIndependentFilterSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineIndependentFilterSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineIndependentFilterSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineIndependentFilterSpec {
@@ -325,12 +1190,12 @@ impl x::SchemaType for VirtualMachineInstantCloneSpec {
 impl x::Structure for VirtualMachineInstantCloneSpec {}
 impl std::fmt::Debug for VirtualMachineInstantCloneSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineInstantCloneSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineInstantCloneSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineInstantCloneSpec {
@@ -378,12 +1243,12 @@ impl x::SchemaType for VirtualMachineLegacyNetworkSwitchInfo {
 impl x::Structure for VirtualMachineLegacyNetworkSwitchInfo {}
 impl std::fmt::Debug for VirtualMachineLegacyNetworkSwitchInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineLegacyNetworkSwitchInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineLegacyNetworkSwitchInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineLegacyNetworkSwitchInfo {
@@ -425,12 +1290,12 @@ impl x::SchemaType for VirtualMachineMemoryReservationInfo {
 impl x::Structure for VirtualMachineMemoryReservationInfo {}
 impl std::fmt::Debug for VirtualMachineMemoryReservationInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineMemoryReservationInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineMemoryReservationInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineMemoryReservationInfo {
@@ -470,12 +1335,12 @@ impl x::SchemaType for VirtualMachineMemoryReservationSpec {
 impl x::Structure for VirtualMachineMemoryReservationSpec {}
 impl std::fmt::Debug for VirtualMachineMemoryReservationSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineMemoryReservationSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineMemoryReservationSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineMemoryReservationSpec {
@@ -513,12 +1378,12 @@ impl x::SchemaType for VirtualMachineMessage {
 impl x::Structure for VirtualMachineMessage {}
 impl std::fmt::Debug for VirtualMachineMessage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineMessage", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineMessage {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineMessage {
@@ -569,12 +1434,16 @@ impl x::SchemaType for VirtualMachineMetadataManagerVmMetadata {
 impl x::Structure for VirtualMachineMetadataManagerVmMetadata {}
 impl std::fmt::Debug for VirtualMachineMetadataManagerVmMetadata {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualMachineMetadataManagerVmMetadata",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualMachineMetadataManagerVmMetadata {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineMetadataManagerVmMetadata {
@@ -610,12 +1479,16 @@ impl x::SchemaType for VirtualMachineMetadataManagerVmMetadataInput {
 impl x::Structure for VirtualMachineMetadataManagerVmMetadataInput {}
 impl std::fmt::Debug for VirtualMachineMetadataManagerVmMetadataInput {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualMachineMetadataManagerVmMetadataInput",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualMachineMetadataManagerVmMetadataInput {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineMetadataManagerVmMetadataInput {
@@ -653,12 +1526,16 @@ impl x::SchemaType for VirtualMachineMetadataManagerVmMetadataOwner {
 impl x::Structure for VirtualMachineMetadataManagerVmMetadataOwner {}
 impl std::fmt::Debug for VirtualMachineMetadataManagerVmMetadataOwner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualMachineMetadataManagerVmMetadataOwner",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualMachineMetadataManagerVmMetadataOwner {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineMetadataManagerVmMetadataOwner {
@@ -692,12 +1569,16 @@ impl x::SchemaType for VirtualMachineMetadataManagerVmMetadataResult {
 impl x::Structure for VirtualMachineMetadataManagerVmMetadataResult {}
 impl std::fmt::Debug for VirtualMachineMetadataManagerVmMetadataResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualMachineMetadataManagerVmMetadataResult",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualMachineMetadataManagerVmMetadataResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineMetadataManagerVmMetadataResult {
@@ -737,12 +1618,12 @@ impl x::SchemaType for VirtualMachineMksConnection {
 impl x::Structure for VirtualMachineMksConnection {}
 impl std::fmt::Debug for VirtualMachineMksConnection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineMksConnection", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineMksConnection {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualMachineMksConnection {
@@ -791,12 +1672,12 @@ impl x::SchemaType for VirtualMachineMksTicket {
 impl x::Structure for VirtualMachineMksTicket {}
 impl std::fmt::Debug for VirtualMachineMksTicket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineMksTicket", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineMksTicket {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineMksTicket {
@@ -842,12 +1723,12 @@ impl x::SchemaType for VirtualMachineNetworkInfo {
 impl x::Structure for VirtualMachineNetworkInfo {}
 impl std::fmt::Debug for VirtualMachineNetworkInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineNetworkInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineNetworkInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualMachineNetworkInfo {
@@ -911,12 +1792,12 @@ impl x::SchemaType for VirtualMachineNetworkShaperInfo {
 impl x::Structure for VirtualMachineNetworkShaperInfo {}
 impl std::fmt::Debug for VirtualMachineNetworkShaperInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineNetworkShaperInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineNetworkShaperInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineNetworkShaperInfo {
@@ -956,12 +1837,12 @@ impl x::SchemaType for VirtualMachineParallelInfo {
 impl x::Structure for VirtualMachineParallelInfo {}
 impl std::fmt::Debug for VirtualMachineParallelInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineParallelInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineParallelInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualMachineParallelInfo {
@@ -1014,12 +1895,12 @@ impl x::SchemaType for VirtualMachinePciPassthroughInfo {
 impl x::Structure for VirtualMachinePciPassthroughInfo {}
 impl std::fmt::Debug for VirtualMachinePciPassthroughInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachinePciPassthroughInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachinePciPassthroughInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualMachinePciPassthroughInfo {
@@ -1077,12 +1958,16 @@ impl x::SchemaType for VirtualMachinePciSharedGpuPassthroughInfo {
 impl x::Structure for VirtualMachinePciSharedGpuPassthroughInfo {}
 impl std::fmt::Debug for VirtualMachinePciSharedGpuPassthroughInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualMachinePciSharedGpuPassthroughInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualMachinePciSharedGpuPassthroughInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualMachinePciSharedGpuPassthroughInfo {
@@ -1142,12 +2027,12 @@ impl x::SchemaType for VirtualMachinePrecisionClockInfo {
 impl x::Structure for VirtualMachinePrecisionClockInfo {}
 impl std::fmt::Debug for VirtualMachinePrecisionClockInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachinePrecisionClockInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachinePrecisionClockInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualMachinePrecisionClockInfo {
@@ -1205,12 +2090,12 @@ impl x::SchemaType for VirtualMachineProfileDetails {
 impl x::Structure for VirtualMachineProfileDetails {}
 impl std::fmt::Debug for VirtualMachineProfileDetails {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineProfileDetails", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineProfileDetails {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineProfileDetails {
@@ -1254,12 +2139,16 @@ impl x::SchemaType for VirtualMachineProfileDetailsDiskProfileDetails {
 impl x::Structure for VirtualMachineProfileDetailsDiskProfileDetails {}
 impl std::fmt::Debug for VirtualMachineProfileDetailsDiskProfileDetails {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualMachineProfileDetailsDiskProfileDetails",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualMachineProfileDetailsDiskProfileDetails {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineProfileDetailsDiskProfileDetails {
@@ -1307,12 +2196,12 @@ impl x::SchemaType for VirtualMachineProfileRawData {
 impl x::Structure for VirtualMachineProfileRawData {}
 impl std::fmt::Debug for VirtualMachineProfileRawData {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineProfileRawData", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineProfileRawData {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineProfileRawData {
@@ -1345,12 +2234,12 @@ impl x::SchemaType for VirtualMachineProfileSpec {
 impl x::Structure for VirtualMachineProfileSpec {}
 impl std::fmt::Debug for VirtualMachineProfileSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineProfileSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineProfileSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineProfileSpec {
@@ -1377,12 +2266,12 @@ impl x::SchemaType for VirtualMachinePropertyRelation {
 impl x::Structure for VirtualMachinePropertyRelation {}
 impl std::fmt::Debug for VirtualMachinePropertyRelation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachinePropertyRelation", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachinePropertyRelation {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachinePropertyRelation {
@@ -1434,12 +2323,12 @@ impl x::SchemaType for VirtualMachineQuestionInfo {
 impl x::Structure for VirtualMachineQuestionInfo {}
 impl std::fmt::Debug for VirtualMachineQuestionInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineQuestionInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineQuestionInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineQuestionInfo {
@@ -1533,12 +2422,12 @@ impl x::SchemaType for VirtualMachineQuickStats {
 impl x::Structure for VirtualMachineQuickStats {}
 impl std::fmt::Debug for VirtualMachineQuickStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineQuickStats", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineQuickStats {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineQuickStats {
@@ -1655,12 +2544,16 @@ impl x::SchemaType for VirtualMachineQuickStatsMemoryTierStats {
 impl x::Structure for VirtualMachineQuickStatsMemoryTierStats {}
 impl std::fmt::Debug for VirtualMachineQuickStatsMemoryTierStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualMachineQuickStatsMemoryTierStats",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualMachineQuickStatsMemoryTierStats {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineQuickStatsMemoryTierStats {
@@ -1726,12 +2619,12 @@ impl x::SchemaType for VirtualMachineRelocateSpec {
 impl x::Structure for VirtualMachineRelocateSpec {}
 impl std::fmt::Debug for VirtualMachineRelocateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineRelocateSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineRelocateSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineRelocateSpec {
@@ -1834,12 +2727,12 @@ impl x::SchemaType for VirtualMachineRelocateSpecDiskLocator {
 impl x::Structure for VirtualMachineRelocateSpecDiskLocator {}
 impl std::fmt::Debug for VirtualMachineRelocateSpecDiskLocator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineRelocateSpecDiskLocator", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineRelocateSpecDiskLocator {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineRelocateSpecDiskLocator {
@@ -1902,12 +2795,16 @@ impl x::SchemaType for VirtualMachineRelocateSpecDiskLocatorBackingSpec {
 impl x::Structure for VirtualMachineRelocateSpecDiskLocatorBackingSpec {}
 impl std::fmt::Debug for VirtualMachineRelocateSpecDiskLocatorBackingSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualMachineRelocateSpecDiskLocatorBackingSpec",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualMachineRelocateSpecDiskLocatorBackingSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineRelocateSpecDiskLocatorBackingSpec {
@@ -1928,1230 +2825,4 @@ impl x::Fields for VirtualMachineRelocateSpecDiskLocatorBackingSpec {
         w.write_opt_box("parent", &self.parent);
         w.write_opt("crypto", &self.crypto);
     }
-}
-/// `VirtualMachineRuntimeInfo` (extends `DynamicData`).
-#[derive(Default)]
-pub struct VirtualMachineRuntimeInfo {
-    /// `device`.
-    pub device: Vec<VirtualMachineDeviceRuntimeInfo>,
-    /// `host`.
-    pub host: Option<x::ManagedObjectReference>,
-    /// `connectionState`.
-    pub connection_state: VirtualMachineConnectionState,
-    /// `powerState`.
-    pub power_state: VirtualMachinePowerState,
-    /// `vmFailoverInProgress`.
-    pub vm_failover_in_progress: Option<bool>,
-    /// `faultToleranceState`.
-    pub fault_tolerance_state: Option<VirtualMachineFaultToleranceState>,
-    /// `dasVmProtection`.
-    pub das_vm_protection: Option<VirtualMachineRuntimeInfoDasProtectionState>,
-    /// `toolsInstallerMounted`.
-    pub tools_installer_mounted: bool,
-    /// `suspendTime`.
-    pub suspend_time: Option<x::DateTime>,
-    /// `bootTime`.
-    pub boot_time: Option<x::DateTime>,
-    /// `suspendInterval`.
-    pub suspend_interval: Option<i64>,
-    /// `question`.
-    pub question: Option<VirtualMachineQuestionInfo>,
-    /// `memoryOverhead`.
-    pub memory_overhead: Option<i64>,
-    /// `maxCpuUsage`.
-    pub max_cpu_usage: Option<i32>,
-    /// `maxMemoryUsage`.
-    pub max_memory_usage: Option<i32>,
-    /// `numMksConnections`.
-    pub num_mks_connections: i32,
-    /// `recordReplayState`.
-    pub record_replay_state: Option<VirtualMachineRecordReplayState>,
-    /// `cleanPowerOff`.
-    pub clean_power_off: Option<bool>,
-    /// `needSecondaryReason`.
-    pub need_secondary_reason: Option<String>,
-    /// `onlineStandby`.
-    pub online_standby: Option<bool>,
-    /// `minRequiredEVCModeKey`.
-    pub min_required_evc_mode_key: Option<String>,
-    /// `consolidationNeeded`.
-    pub consolidation_needed: Option<bool>,
-    /// `offlineFeatureRequirement`.
-    pub offline_feature_requirement: Vec<VirtualMachineFeatureRequirement>,
-    /// `featureRequirement`.
-    pub feature_requirement: Vec<VirtualMachineFeatureRequirement>,
-    /// `featureMask`.
-    pub feature_mask: Vec<HostFeatureMask>,
-    /// `vFlashCacheAllocation`.
-    pub vflash_cache_allocation: Option<i64>,
-    /// `paused`.
-    pub paused: Option<bool>,
-    /// `snapshotInBackground`.
-    pub snapshot_in_background: Option<bool>,
-    /// `quiescedForkParent`.
-    pub quiesced_fork_parent: Option<bool>,
-    /// `instantCloneFrozen`.
-    pub instant_clone_frozen: Option<bool>,
-    /// `cryptoState`.
-    pub crypto_state: Option<String>,
-    /// `suspendedToMemory`.
-    pub suspended_to_memory: Option<bool>,
-    /// `opNotificationTimeout`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub op_notification_timeout: Option<i64>,
-    /// `iommuActive`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub iommu_active: Option<bool>,
-    /// `consolidateWorkTotal`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub consolidate_work_total: Option<i64>,
-    /// `consolidateWorkDone`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub consolidate_work_done: Option<i64>,
-    /// `diskChainBroken`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub disk_chain_broken: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineRuntimeInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineRuntimeInfo";
-}
-impl x::Structure for VirtualMachineRuntimeInfo {}
-impl std::fmt::Debug for VirtualMachineRuntimeInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineRuntimeInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for VirtualMachineRuntimeInfo {
-    fn clone(&self) -> Self {
-        Self {
-            device: x::clone_vec(&self.device),
-            host: self.host.clone(),
-            connection_state: self.connection_state.clone(),
-            power_state: self.power_state.clone(),
-            vm_failover_in_progress: self.vm_failover_in_progress,
-            fault_tolerance_state: self.fault_tolerance_state.clone(),
-            das_vm_protection: self.das_vm_protection.clone(),
-            tools_installer_mounted: self.tools_installer_mounted,
-            suspend_time: self.suspend_time.clone(),
-            boot_time: self.boot_time.clone(),
-            suspend_interval: self.suspend_interval,
-            question: self.question.clone(),
-            memory_overhead: self.memory_overhead,
-            max_cpu_usage: self.max_cpu_usage,
-            max_memory_usage: self.max_memory_usage,
-            num_mks_connections: self.num_mks_connections,
-            record_replay_state: self.record_replay_state.clone(),
-            clean_power_off: self.clean_power_off,
-            need_secondary_reason: self.need_secondary_reason.clone(),
-            online_standby: self.online_standby,
-            min_required_evc_mode_key: self.min_required_evc_mode_key.clone(),
-            consolidation_needed: self.consolidation_needed,
-            offline_feature_requirement: x::clone_vec(&self.offline_feature_requirement),
-            feature_requirement: x::clone_vec(&self.feature_requirement),
-            feature_mask: x::clone_vec(&self.feature_mask),
-            vflash_cache_allocation: self.vflash_cache_allocation,
-            paused: self.paused,
-            snapshot_in_background: self.snapshot_in_background,
-            quiesced_fork_parent: self.quiesced_fork_parent,
-            instant_clone_frozen: self.instant_clone_frozen,
-            crypto_state: self.crypto_state.clone(),
-            suspended_to_memory: self.suspended_to_memory,
-            op_notification_timeout: self.op_notification_timeout,
-            iommu_active: self.iommu_active,
-            consolidate_work_total: self.consolidate_work_total,
-            consolidate_work_done: self.consolidate_work_done,
-            disk_chain_broken: self.disk_chain_broken,
-        }
-    }
-}
-impl x::Fields for VirtualMachineRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "device" => r.read_push(&mut self.device),
-            "host" => r.read_opt(&mut self.host),
-            "connectionState" => r.read(&mut self.connection_state),
-            "powerState" => r.read(&mut self.power_state),
-            "vmFailoverInProgress" => r.read_opt(&mut self.vm_failover_in_progress),
-            "faultToleranceState" => r.read_opt(&mut self.fault_tolerance_state),
-            "dasVmProtection" => r.read_opt(&mut self.das_vm_protection),
-            "toolsInstallerMounted" => r.read(&mut self.tools_installer_mounted),
-            "suspendTime" => r.read_opt(&mut self.suspend_time),
-            "bootTime" => r.read_opt(&mut self.boot_time),
-            "suspendInterval" => r.read_opt(&mut self.suspend_interval),
-            "question" => r.read_opt(&mut self.question),
-            "memoryOverhead" => r.read_opt(&mut self.memory_overhead),
-            "maxCpuUsage" => r.read_opt(&mut self.max_cpu_usage),
-            "maxMemoryUsage" => r.read_opt(&mut self.max_memory_usage),
-            "numMksConnections" => r.read(&mut self.num_mks_connections),
-            "recordReplayState" => r.read_opt(&mut self.record_replay_state),
-            "cleanPowerOff" => r.read_opt(&mut self.clean_power_off),
-            "needSecondaryReason" => r.read_opt(&mut self.need_secondary_reason),
-            "onlineStandby" => r.read_opt(&mut self.online_standby),
-            "minRequiredEVCModeKey" => r.read_opt(&mut self.min_required_evc_mode_key),
-            "consolidationNeeded" => r.read_opt(&mut self.consolidation_needed),
-            "offlineFeatureRequirement" => {
-                r.read_push(&mut self.offline_feature_requirement)
-            }
-            "featureRequirement" => r.read_push(&mut self.feature_requirement),
-            "featureMask" => r.read_push(&mut self.feature_mask),
-            "vFlashCacheAllocation" => r.read_opt(&mut self.vflash_cache_allocation),
-            "paused" => r.read_opt(&mut self.paused),
-            "snapshotInBackground" => r.read_opt(&mut self.snapshot_in_background),
-            "quiescedForkParent" => r.read_opt(&mut self.quiesced_fork_parent),
-            "instantCloneFrozen" => r.read_opt(&mut self.instant_clone_frozen),
-            "cryptoState" => r.read_opt(&mut self.crypto_state),
-            "suspendedToMemory" => r.read_opt(&mut self.suspended_to_memory),
-            "opNotificationTimeout" => r.read_opt(&mut self.op_notification_timeout),
-            "iommuActive" => r.read_opt(&mut self.iommu_active),
-            "consolidateWorkTotal" => r.read_opt(&mut self.consolidate_work_total),
-            "consolidateWorkDone" => r.read_opt(&mut self.consolidate_work_done),
-            "diskChainBroken" => r.read_opt(&mut self.disk_chain_broken),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("device", &self.device);
-        w.write_opt("host", &self.host);
-        w.write("connectionState", &self.connection_state);
-        w.write("powerState", &self.power_state);
-        w.write_opt("vmFailoverInProgress", &self.vm_failover_in_progress);
-        w.write_opt("faultToleranceState", &self.fault_tolerance_state);
-        w.write_opt("dasVmProtection", &self.das_vm_protection);
-        w.write("toolsInstallerMounted", &self.tools_installer_mounted);
-        w.write_opt("suspendTime", &self.suspend_time);
-        w.write_opt("bootTime", &self.boot_time);
-        w.write_opt("suspendInterval", &self.suspend_interval);
-        w.write_opt("question", &self.question);
-        w.write_opt("memoryOverhead", &self.memory_overhead);
-        w.write_opt("maxCpuUsage", &self.max_cpu_usage);
-        w.write_opt("maxMemoryUsage", &self.max_memory_usage);
-        w.write("numMksConnections", &self.num_mks_connections);
-        w.write_opt("recordReplayState", &self.record_replay_state);
-        w.write_opt("cleanPowerOff", &self.clean_power_off);
-        w.write_opt("needSecondaryReason", &self.need_secondary_reason);
-        w.write_opt("onlineStandby", &self.online_standby);
-        w.write_opt("minRequiredEVCModeKey", &self.min_required_evc_mode_key);
-        w.write_opt("consolidationNeeded", &self.consolidation_needed);
-        w.write_vec("offlineFeatureRequirement", &self.offline_feature_requirement);
-        w.write_vec("featureRequirement", &self.feature_requirement);
-        w.write_vec("featureMask", &self.feature_mask);
-        w.write_opt("vFlashCacheAllocation", &self.vflash_cache_allocation);
-        w.write_opt("paused", &self.paused);
-        w.write_opt("snapshotInBackground", &self.snapshot_in_background);
-        w.write_opt("quiescedForkParent", &self.quiesced_fork_parent);
-        w.write_opt("instantCloneFrozen", &self.instant_clone_frozen);
-        w.write_opt("cryptoState", &self.crypto_state);
-        w.write_opt("suspendedToMemory", &self.suspended_to_memory);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineRuntimeInfo.opNotificationTimeout",
-                self.op_notification_timeout.is_some(),
-            )
-        {
-            w.write_opt("opNotificationTimeout", &self.op_notification_timeout);
-        }
-        if w
-            .since(
-                0x0800_0100,
-                "VirtualMachineRuntimeInfo.iommuActive",
-                self.iommu_active.is_some(),
-            )
-        {
-            w.write_opt("iommuActive", &self.iommu_active);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "VirtualMachineRuntimeInfo.consolidateWorkTotal",
-                self.consolidate_work_total.is_some(),
-            )
-        {
-            w.write_opt("consolidateWorkTotal", &self.consolidate_work_total);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "VirtualMachineRuntimeInfo.consolidateWorkDone",
-                self.consolidate_work_done.is_some(),
-            )
-        {
-            w.write_opt("consolidateWorkDone", &self.consolidate_work_done);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "VirtualMachineRuntimeInfo.diskChainBroken",
-                self.disk_chain_broken.is_some(),
-            )
-        {
-            w.write_opt("diskChainBroken", &self.disk_chain_broken);
-        }
-    }
-}
-/// `VirtualMachineRuntimeInfoDasProtectionState` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct VirtualMachineRuntimeInfoDasProtectionState {
-    /// `dasProtected`.
-    pub das_protected: bool,
-}
-impl x::SchemaType for VirtualMachineRuntimeInfoDasProtectionState {
-    const TYPE_NAME: &'static str = "VirtualMachineRuntimeInfoDasProtectionState";
-}
-impl x::Structure for VirtualMachineRuntimeInfoDasProtectionState {}
-impl std::fmt::Debug for VirtualMachineRuntimeInfoDasProtectionState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineRuntimeInfoDasProtectionState {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for VirtualMachineRuntimeInfoDasProtectionState {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dasProtected" => r.read(&mut self.das_protected),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("dasProtected", &self.das_protected);
-    }
-}
-/// `VirtualMachineScsiDiskDeviceInfo` (extends `VirtualMachineDiskDeviceInfo`).
-///
-/// The fields of `VirtualMachineDiskDeviceInfo` are in `virtual_machine_disk_device_info`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualMachineScsiDiskDeviceInfo {
-    /// The fields `VirtualMachineScsiDiskDeviceInfo` inherits from `VirtualMachineDiskDeviceInfo`.
-    pub virtual_machine_disk_device_info: VirtualMachineDiskDeviceInfo,
-    /// `disk`.
-    pub disk: Option<HostScsiDisk>,
-    /// `transportHint`.
-    pub transport_hint: Option<String>,
-    /// `lunNumber`.
-    pub lun_number: Option<i32>,
-}
-impl x::SchemaType for VirtualMachineScsiDiskDeviceInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineScsiDiskDeviceInfo";
-}
-impl x::Structure for VirtualMachineScsiDiskDeviceInfo {}
-impl std::fmt::Debug for VirtualMachineScsiDiskDeviceInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineScsiDiskDeviceInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualMachineScsiDiskDeviceInfo {
-    type Target = VirtualMachineDiskDeviceInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineDiskDeviceInfo {
-        &self.virtual_machine_disk_device_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineScsiDiskDeviceInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineDiskDeviceInfo {
-        &mut self.virtual_machine_disk_device_info
-    }
-}
-impl x::Fields for VirtualMachineScsiDiskDeviceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "disk" => r.read_opt(&mut self.disk),
-            "transportHint" => r.read_opt(&mut self.transport_hint),
-            "lunNumber" => r.read_opt(&mut self.lun_number),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_disk_device_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_disk_device_info, w);
-        w.write_opt("disk", &self.disk);
-        w.write_opt("transportHint", &self.transport_hint);
-        w.write_opt("lunNumber", &self.lun_number);
-    }
-}
-impl x::ArrayItem for VirtualMachineScsiDiskDeviceInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineScsiDiskDeviceInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineScsiDiskDeviceInfo";
-}
-/// `VirtualMachineScsiPassthroughInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualMachineScsiPassthroughInfo {
-    /// The fields `VirtualMachineScsiPassthroughInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-    /// `scsiClass`.
-    pub scsi_class: String,
-    /// `vendor`.
-    pub vendor: String,
-    /// `physicalUnitNumber`.
-    pub physical_unit_number: i32,
-}
-impl x::SchemaType for VirtualMachineScsiPassthroughInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineScsiPassthroughInfo";
-}
-impl x::Structure for VirtualMachineScsiPassthroughInfo {}
-impl std::fmt::Debug for VirtualMachineScsiPassthroughInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineScsiPassthroughInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualMachineScsiPassthroughInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineScsiPassthroughInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachineScsiPassthroughInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "scsiClass" => r.read(&mut self.scsi_class),
-            "vendor" => r.read(&mut self.vendor),
-            "physicalUnitNumber" => r.read(&mut self.physical_unit_number),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_target_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-        w.write("scsiClass", &self.scsi_class);
-        w.write("vendor", &self.vendor);
-        w.write("physicalUnitNumber", &self.physical_unit_number);
-    }
-}
-impl x::ArrayItem for VirtualMachineScsiPassthroughInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineScsiPassthroughInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineScsiPassthroughInfo";
-}
-/// `VirtualMachineSerialInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualMachineSerialInfo {
-    /// The fields `VirtualMachineSerialInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-}
-impl x::SchemaType for VirtualMachineSerialInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSerialInfo";
-}
-impl x::Structure for VirtualMachineSerialInfo {}
-impl std::fmt::Debug for VirtualMachineSerialInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineSerialInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualMachineSerialInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineSerialInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachineSerialInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_machine_target_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-    }
-}
-impl x::ArrayItem for VirtualMachineSerialInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSerialInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineSerialInfo";
-}
-/// `VirtualMachineSgxInfo` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct VirtualMachineSgxInfo {
-    /// `epcSize`.
-    pub epc_size: i64,
-    /// `flcMode`.
-    pub flc_mode: Option<String>,
-    /// `lePubKeyHash`.
-    pub le_pub_key_hash: Option<String>,
-    /// `requireAttestation`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub require_attestation: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineSgxInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSgxInfo";
-}
-impl x::Structure for VirtualMachineSgxInfo {}
-impl std::fmt::Debug for VirtualMachineSgxInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineSgxInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for VirtualMachineSgxInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "epcSize" => r.read(&mut self.epc_size),
-            "flcMode" => r.read_opt(&mut self.flc_mode),
-            "lePubKeyHash" => r.read_opt(&mut self.le_pub_key_hash),
-            "requireAttestation" => r.read_opt(&mut self.require_attestation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("epcSize", &self.epc_size);
-        w.write_opt("flcMode", &self.flc_mode);
-        w.write_opt("lePubKeyHash", &self.le_pub_key_hash);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineSgxInfo.requireAttestation",
-                self.require_attestation.is_some(),
-            )
-        {
-            w.write_opt("requireAttestation", &self.require_attestation);
-        }
-    }
-}
-/// `VirtualMachineSgxTargetInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Default)]
-pub struct VirtualMachineSgxTargetInfo {
-    /// The fields `VirtualMachineSgxTargetInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-    /// `maxEpcSize`.
-    pub max_epc_size: i64,
-    /// `flcModes`.
-    pub flc_modes: Vec<String>,
-    /// `lePubKeyHashes`.
-    pub le_pub_key_hashes: Vec<String>,
-    /// `requireAttestationSupported`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub require_attestation_supported: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineSgxTargetInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSgxTargetInfo";
-}
-impl x::Structure for VirtualMachineSgxTargetInfo {}
-impl std::fmt::Debug for VirtualMachineSgxTargetInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineSgxTargetInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for VirtualMachineSgxTargetInfo {
-    fn clone(&self) -> Self {
-        Self {
-            virtual_machine_target_info: self.virtual_machine_target_info.clone(),
-            max_epc_size: self.max_epc_size,
-            flc_modes: x::clone_vec(&self.flc_modes),
-            le_pub_key_hashes: x::clone_vec(&self.le_pub_key_hashes),
-            require_attestation_supported: self.require_attestation_supported,
-        }
-    }
-}
-impl std::ops::Deref for VirtualMachineSgxTargetInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineSgxTargetInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachineSgxTargetInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "maxEpcSize" => r.read(&mut self.max_epc_size),
-            "flcModes" => r.read_push(&mut self.flc_modes),
-            "lePubKeyHashes" => r.read_push(&mut self.le_pub_key_hashes),
-            "requireAttestationSupported" => {
-                r.read_opt(&mut self.require_attestation_supported)
-            }
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_target_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-        w.write("maxEpcSize", &self.max_epc_size);
-        w.write_vec("flcModes", &self.flc_modes);
-        w.write_vec("lePubKeyHashes", &self.le_pub_key_hashes);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineSgxTargetInfo.requireAttestationSupported",
-                self.require_attestation_supported.is_some(),
-            )
-        {
-            w.write_opt(
-                "requireAttestationSupported",
-                &self.require_attestation_supported,
-            );
-        }
-    }
-}
-/// `VirtualMachineSnapshotInfo` (extends `DynamicData`).
-#[derive(Default)]
-pub struct VirtualMachineSnapshotInfo {
-    /// `currentSnapshot`.
-    pub current_snapshot: Option<x::ManagedObjectReference>,
-    /// `rootSnapshotList`.
-    pub root_snapshot_list: Vec<VirtualMachineSnapshotTree>,
-}
-impl x::SchemaType for VirtualMachineSnapshotInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSnapshotInfo";
-}
-impl x::Structure for VirtualMachineSnapshotInfo {}
-impl std::fmt::Debug for VirtualMachineSnapshotInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineSnapshotInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for VirtualMachineSnapshotInfo {
-    fn clone(&self) -> Self {
-        Self {
-            current_snapshot: self.current_snapshot.clone(),
-            root_snapshot_list: x::clone_vec(&self.root_snapshot_list),
-        }
-    }
-}
-impl x::Fields for VirtualMachineSnapshotInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "currentSnapshot" => r.read_opt(&mut self.current_snapshot),
-            "rootSnapshotList" => r.read_push(&mut self.root_snapshot_list),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("currentSnapshot", &self.current_snapshot);
-        w.write_vec("rootSnapshotList", &self.root_snapshot_list);
-    }
-}
-/// `VirtualMachineSnapshotTree` (extends `DynamicData`).
-#[derive(Default)]
-pub struct VirtualMachineSnapshotTree {
-    /// `snapshot`.
-    pub snapshot: x::ManagedObjectReference,
-    /// `vm`.
-    pub vm: x::ManagedObjectReference,
-    /// `name`.
-    pub name: String,
-    /// `description`.
-    pub description: String,
-    /// `id`.
-    pub id: Option<i32>,
-    /// `createTime`.
-    pub create_time: x::DateTime,
-    /// `state`.
-    pub state: VirtualMachinePowerState,
-    /// `quiesced`.
-    pub quiesced: bool,
-    /// `backupManifest`.
-    pub backup_manifest: Option<String>,
-    /// `childSnapshotList`.
-    pub child_snapshot_list: Vec<VirtualMachineSnapshotTree>,
-    /// `replaySupported`.
-    pub replay_supported: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineSnapshotTree {
-    const TYPE_NAME: &'static str = "VirtualMachineSnapshotTree";
-}
-impl x::Structure for VirtualMachineSnapshotTree {}
-impl std::fmt::Debug for VirtualMachineSnapshotTree {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineSnapshotTree {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for VirtualMachineSnapshotTree {
-    fn clone(&self) -> Self {
-        Self {
-            snapshot: self.snapshot.clone(),
-            vm: self.vm.clone(),
-            name: self.name.clone(),
-            description: self.description.clone(),
-            id: self.id,
-            create_time: self.create_time.clone(),
-            state: self.state.clone(),
-            quiesced: self.quiesced,
-            backup_manifest: self.backup_manifest.clone(),
-            child_snapshot_list: x::clone_vec(&self.child_snapshot_list),
-            replay_supported: self.replay_supported,
-        }
-    }
-}
-impl x::Fields for VirtualMachineSnapshotTree {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "snapshot" => r.read(&mut self.snapshot),
-            "vm" => r.read(&mut self.vm),
-            "name" => r.read(&mut self.name),
-            "description" => r.read(&mut self.description),
-            "id" => r.read_opt(&mut self.id),
-            "createTime" => r.read(&mut self.create_time),
-            "state" => r.read(&mut self.state),
-            "quiesced" => r.read(&mut self.quiesced),
-            "backupManifest" => r.read_opt(&mut self.backup_manifest),
-            "childSnapshotList" => r.read_push(&mut self.child_snapshot_list),
-            "replaySupported" => r.read_opt(&mut self.replay_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("snapshot", &self.snapshot);
-        w.write("vm", &self.vm);
-        w.write("name", &self.name);
-        w.write("description", &self.description);
-        w.write_opt("id", &self.id);
-        w.write("createTime", &self.create_time);
-        w.write("state", &self.state);
-        w.write("quiesced", &self.quiesced);
-        w.write_opt("backupManifest", &self.backup_manifest);
-        w.write_vec("childSnapshotList", &self.child_snapshot_list);
-        w.write_opt("replaySupported", &self.replay_supported);
-    }
-}
-impl x::ArrayItem for VirtualMachineSnapshotTree {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSnapshotTree";
-    const ITEM_TAG: &'static str = "VirtualMachineSnapshotTree";
-}
-/// `VirtualMachineSoundInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualMachineSoundInfo {
-    /// The fields `VirtualMachineSoundInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-}
-impl x::SchemaType for VirtualMachineSoundInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSoundInfo";
-}
-impl x::Structure for VirtualMachineSoundInfo {}
-impl std::fmt::Debug for VirtualMachineSoundInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineSoundInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualMachineSoundInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineSoundInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachineSoundInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_machine_target_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-    }
-}
-impl x::ArrayItem for VirtualMachineSoundInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSoundInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineSoundInfo";
-}
-/// `VirtualMachineSriovDevicePoolInfo` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualMachineSriovDevicePoolInfo`], which also carries its subtypes.
-#[derive(Clone, Default)]
-pub struct VirtualMachineSriovDevicePoolInfo {
-    /// `key`.
-    pub key: String,
-}
-impl x::SchemaType for VirtualMachineSriovDevicePoolInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSriovDevicePoolInfo";
-}
-impl x::Structure for VirtualMachineSriovDevicePoolInfo {}
-impl std::fmt::Debug for VirtualMachineSriovDevicePoolInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineSriovDevicePoolInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for VirtualMachineSriovDevicePoolInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-    }
-}
-/// `VirtualMachineSriovInfo` (extends `VirtualMachinePciPassthroughInfo`).
-///
-/// The fields of `VirtualMachinePciPassthroughInfo` are in `virtual_machine_pci_passthrough_info`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualMachineSriovInfo {
-    /// The fields `VirtualMachineSriovInfo` inherits from `VirtualMachinePciPassthroughInfo`.
-    pub virtual_machine_pci_passthrough_info: VirtualMachinePciPassthroughInfo,
-    /// `virtualFunction`.
-    pub virtual_function: bool,
-    /// `pnic`.
-    pub pnic: Option<String>,
-    /// `devicePool`.
-    pub device_pool: Option<AnyVirtualMachineSriovDevicePoolInfo>,
-}
-impl x::SchemaType for VirtualMachineSriovInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSriovInfo";
-}
-impl x::Structure for VirtualMachineSriovInfo {}
-impl std::fmt::Debug for VirtualMachineSriovInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineSriovInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualMachineSriovInfo {
-    type Target = VirtualMachinePciPassthroughInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachinePciPassthroughInfo {
-        &self.virtual_machine_pci_passthrough_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineSriovInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachinePciPassthroughInfo {
-        &mut self.virtual_machine_pci_passthrough_info
-    }
-}
-impl x::Fields for VirtualMachineSriovInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "virtualFunction" => r.read(&mut self.virtual_function),
-            "pnic" => r.read_opt(&mut self.pnic),
-            "devicePool" => r.read_opt(&mut self.device_pool),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_pci_passthrough_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_pci_passthrough_info, w);
-        w.write("virtualFunction", &self.virtual_function);
-        w.write_opt("pnic", &self.pnic);
-        w.write_opt("devicePool", &self.device_pool);
-    }
-}
-impl x::ArrayItem for VirtualMachineSriovInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSriovInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineSriovInfo";
-}
-/// `VirtualMachineSriovNetworkDevicePoolInfo` (extends `VirtualMachineSriovDevicePoolInfo`).
-///
-/// The fields of `VirtualMachineSriovDevicePoolInfo` are in `virtual_machine_sriov_device_pool_info`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualMachineSriovNetworkDevicePoolInfo {
-    /// The fields `VirtualMachineSriovNetworkDevicePoolInfo` inherits from `VirtualMachineSriovDevicePoolInfo`.
-    pub virtual_machine_sriov_device_pool_info: VirtualMachineSriovDevicePoolInfo,
-    /// `switchKey`.
-    pub switch_key: Option<String>,
-    /// `switchUuid`.
-    pub switch_uuid: Option<String>,
-}
-impl x::SchemaType for VirtualMachineSriovNetworkDevicePoolInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSriovNetworkDevicePoolInfo";
-}
-impl x::Structure for VirtualMachineSriovNetworkDevicePoolInfo {}
-impl std::fmt::Debug for VirtualMachineSriovNetworkDevicePoolInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineSriovNetworkDevicePoolInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualMachineSriovNetworkDevicePoolInfo {
-    type Target = VirtualMachineSriovDevicePoolInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineSriovDevicePoolInfo {
-        &self.virtual_machine_sriov_device_pool_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineSriovNetworkDevicePoolInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineSriovDevicePoolInfo {
-        &mut self.virtual_machine_sriov_device_pool_info
-    }
-}
-impl x::Fields for VirtualMachineSriovNetworkDevicePoolInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "switchKey" => r.read_opt(&mut self.switch_key),
-            "switchUuid" => r.read_opt(&mut self.switch_uuid),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_sriov_device_pool_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_sriov_device_pool_info, w);
-        w.write_opt("switchKey", &self.switch_key);
-        w.write_opt("switchUuid", &self.switch_uuid);
-    }
-}
-/// `VirtualMachineStorageInfo` (extends `DynamicData`).
-#[derive(Default)]
-pub struct VirtualMachineStorageInfo {
-    /// `perDatastoreUsage`.
-    pub per_datastore_usage: Vec<VirtualMachineUsageOnDatastore>,
-    /// `timestamp`.
-    pub timestamp: x::DateTime,
-}
-impl x::SchemaType for VirtualMachineStorageInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineStorageInfo";
-}
-impl x::Structure for VirtualMachineStorageInfo {}
-impl std::fmt::Debug for VirtualMachineStorageInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineStorageInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for VirtualMachineStorageInfo {
-    fn clone(&self) -> Self {
-        Self {
-            per_datastore_usage: x::clone_vec(&self.per_datastore_usage),
-            timestamp: self.timestamp.clone(),
-        }
-    }
-}
-impl x::Fields for VirtualMachineStorageInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "perDatastoreUsage" => r.read_push(&mut self.per_datastore_usage),
-            "timestamp" => r.read(&mut self.timestamp),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("perDatastoreUsage", &self.per_datastore_usage);
-        w.write("timestamp", &self.timestamp);
-    }
-}
-/// `VirtualMachineStorageSummary` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct VirtualMachineStorageSummary {
-    /// `committed`.
-    pub committed: i64,
-    /// `uncommitted`.
-    pub uncommitted: i64,
-    /// `unshared`.
-    pub unshared: i64,
-    /// `timestamp`.
-    pub timestamp: x::DateTime,
-}
-impl x::SchemaType for VirtualMachineStorageSummary {
-    const TYPE_NAME: &'static str = "VirtualMachineStorageSummary";
-}
-impl x::Structure for VirtualMachineStorageSummary {}
-impl std::fmt::Debug for VirtualMachineStorageSummary {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineStorageSummary {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for VirtualMachineStorageSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "committed" => r.read(&mut self.committed),
-            "uncommitted" => r.read(&mut self.uncommitted),
-            "unshared" => r.read(&mut self.unshared),
-            "timestamp" => r.read(&mut self.timestamp),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("committed", &self.committed);
-        w.write("uncommitted", &self.uncommitted);
-        w.write("unshared", &self.unshared);
-        w.write("timestamp", &self.timestamp);
-    }
-}
-/// `VirtualMachineSummary` (extends `DynamicData`).
-#[derive(Default)]
-pub struct VirtualMachineSummary {
-    /// `vm`.
-    pub vm: Option<x::ManagedObjectReference>,
-    /// `runtime`.
-    pub runtime: VirtualMachineRuntimeInfo,
-    /// `guest`.
-    pub guest: Option<VirtualMachineGuestSummary>,
-    /// `config`.
-    pub config: VirtualMachineConfigSummary,
-    /// `storage`.
-    pub storage: Option<VirtualMachineStorageSummary>,
-    /// `quickStats`.
-    pub quick_stats: VirtualMachineQuickStats,
-    /// `overallStatus`.
-    pub overall_status: ManagedEntityStatus,
-    /// `customValue`.
-    pub custom_value: Vec<AnyCustomFieldValue>,
-}
-impl x::SchemaType for VirtualMachineSummary {
-    const TYPE_NAME: &'static str = "VirtualMachineSummary";
-}
-impl x::Structure for VirtualMachineSummary {}
-impl std::fmt::Debug for VirtualMachineSummary {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualMachineSummary {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for VirtualMachineSummary {
-    fn clone(&self) -> Self {
-        Self {
-            vm: self.vm.clone(),
-            runtime: self.runtime.clone(),
-            guest: self.guest.clone(),
-            config: self.config.clone(),
-            storage: self.storage.clone(),
-            quick_stats: self.quick_stats.clone(),
-            overall_status: self.overall_status.clone(),
-            custom_value: x::clone_vec(&self.custom_value),
-        }
-    }
-}
-impl x::Fields for VirtualMachineSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vm" => r.read_opt(&mut self.vm),
-            "runtime" => r.read(&mut self.runtime),
-            "guest" => r.read_opt(&mut self.guest),
-            "config" => r.read(&mut self.config),
-            "storage" => r.read_opt(&mut self.storage),
-            "quickStats" => r.read(&mut self.quick_stats),
-            "overallStatus" => r.read(&mut self.overall_status),
-            "customValue" => r.read_push(&mut self.custom_value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("vm", &self.vm);
-        w.write("runtime", &self.runtime);
-        w.write_opt("guest", &self.guest);
-        w.write("config", &self.config);
-        w.write_opt("storage", &self.storage);
-        w.write("quickStats", &self.quick_stats);
-        w.write("overallStatus", &self.overall_status);
-        w.write_vec("customValue", &self.custom_value);
-    }
-}
-impl x::ArrayItem for VirtualMachineSummary {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSummary";
-    const ITEM_TAG: &'static str = "VirtualMachineSummary";
 }

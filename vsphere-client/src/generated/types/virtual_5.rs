@@ -5,6 +5,1240 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualMachineRuntimeInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineRuntimeInfo {
+    /// `device`.
+    pub device: Vec<VirtualMachineDeviceRuntimeInfo>,
+    /// `host`.
+    pub host: Option<x::ManagedObjectReference>,
+    /// `connectionState`.
+    pub connection_state: VirtualMachineConnectionState,
+    /// `powerState`.
+    pub power_state: VirtualMachinePowerState,
+    /// `vmFailoverInProgress`.
+    pub vm_failover_in_progress: Option<bool>,
+    /// `faultToleranceState`.
+    pub fault_tolerance_state: Option<VirtualMachineFaultToleranceState>,
+    /// `dasVmProtection`.
+    pub das_vm_protection: Option<VirtualMachineRuntimeInfoDasProtectionState>,
+    /// `toolsInstallerMounted`.
+    pub tools_installer_mounted: bool,
+    /// `suspendTime`.
+    pub suspend_time: Option<x::DateTime>,
+    /// `bootTime`.
+    pub boot_time: Option<x::DateTime>,
+    /// `suspendInterval`.
+    pub suspend_interval: Option<i64>,
+    /// `question`.
+    pub question: Option<VirtualMachineQuestionInfo>,
+    /// `memoryOverhead`.
+    pub memory_overhead: Option<i64>,
+    /// `maxCpuUsage`.
+    pub max_cpu_usage: Option<i32>,
+    /// `maxMemoryUsage`.
+    pub max_memory_usage: Option<i32>,
+    /// `numMksConnections`.
+    pub num_mks_connections: i32,
+    /// `recordReplayState`.
+    pub record_replay_state: Option<VirtualMachineRecordReplayState>,
+    /// `cleanPowerOff`.
+    pub clean_power_off: Option<bool>,
+    /// `needSecondaryReason`.
+    pub need_secondary_reason: Option<String>,
+    /// `onlineStandby`.
+    pub online_standby: Option<bool>,
+    /// `minRequiredEVCModeKey`.
+    pub min_required_evc_mode_key: Option<String>,
+    /// `consolidationNeeded`.
+    pub consolidation_needed: Option<bool>,
+    /// `offlineFeatureRequirement`.
+    pub offline_feature_requirement: Vec<VirtualMachineFeatureRequirement>,
+    /// `featureRequirement`.
+    pub feature_requirement: Vec<VirtualMachineFeatureRequirement>,
+    /// `featureMask`.
+    pub feature_mask: Vec<HostFeatureMask>,
+    /// `vFlashCacheAllocation`.
+    pub vflash_cache_allocation: Option<i64>,
+    /// `paused`.
+    pub paused: Option<bool>,
+    /// `snapshotInBackground`.
+    pub snapshot_in_background: Option<bool>,
+    /// `quiescedForkParent`.
+    pub quiesced_fork_parent: Option<bool>,
+    /// `instantCloneFrozen`.
+    pub instant_clone_frozen: Option<bool>,
+    /// `cryptoState`.
+    pub crypto_state: Option<String>,
+    /// `suspendedToMemory`.
+    pub suspended_to_memory: Option<bool>,
+    /// `opNotificationTimeout`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub op_notification_timeout: Option<i64>,
+    /// `iommuActive`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub iommu_active: Option<bool>,
+    /// `consolidateWorkTotal`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub consolidate_work_total: Option<i64>,
+    /// `consolidateWorkDone`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub consolidate_work_done: Option<i64>,
+    /// `diskChainBroken`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub disk_chain_broken: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineRuntimeInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineRuntimeInfo";
+}
+impl x::Structure for VirtualMachineRuntimeInfo {}
+impl std::fmt::Debug for VirtualMachineRuntimeInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineRuntimeInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineRuntimeInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineRuntimeInfo {
+    fn clone(&self) -> Self {
+        Self {
+            device: x::clone_vec(&self.device),
+            host: self.host.clone(),
+            connection_state: self.connection_state.clone(),
+            power_state: self.power_state.clone(),
+            vm_failover_in_progress: self.vm_failover_in_progress,
+            fault_tolerance_state: self.fault_tolerance_state.clone(),
+            das_vm_protection: self.das_vm_protection.clone(),
+            tools_installer_mounted: self.tools_installer_mounted,
+            suspend_time: self.suspend_time.clone(),
+            boot_time: self.boot_time.clone(),
+            suspend_interval: self.suspend_interval,
+            question: self.question.clone(),
+            memory_overhead: self.memory_overhead,
+            max_cpu_usage: self.max_cpu_usage,
+            max_memory_usage: self.max_memory_usage,
+            num_mks_connections: self.num_mks_connections,
+            record_replay_state: self.record_replay_state.clone(),
+            clean_power_off: self.clean_power_off,
+            need_secondary_reason: self.need_secondary_reason.clone(),
+            online_standby: self.online_standby,
+            min_required_evc_mode_key: self.min_required_evc_mode_key.clone(),
+            consolidation_needed: self.consolidation_needed,
+            offline_feature_requirement: x::clone_vec(&self.offline_feature_requirement),
+            feature_requirement: x::clone_vec(&self.feature_requirement),
+            feature_mask: x::clone_vec(&self.feature_mask),
+            vflash_cache_allocation: self.vflash_cache_allocation,
+            paused: self.paused,
+            snapshot_in_background: self.snapshot_in_background,
+            quiesced_fork_parent: self.quiesced_fork_parent,
+            instant_clone_frozen: self.instant_clone_frozen,
+            crypto_state: self.crypto_state.clone(),
+            suspended_to_memory: self.suspended_to_memory,
+            op_notification_timeout: self.op_notification_timeout,
+            iommu_active: self.iommu_active,
+            consolidate_work_total: self.consolidate_work_total,
+            consolidate_work_done: self.consolidate_work_done,
+            disk_chain_broken: self.disk_chain_broken,
+        }
+    }
+}
+impl x::Fields for VirtualMachineRuntimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "device" => r.read_push(&mut self.device),
+            "host" => r.read_opt(&mut self.host),
+            "connectionState" => r.read(&mut self.connection_state),
+            "powerState" => r.read(&mut self.power_state),
+            "vmFailoverInProgress" => r.read_opt(&mut self.vm_failover_in_progress),
+            "faultToleranceState" => r.read_opt(&mut self.fault_tolerance_state),
+            "dasVmProtection" => r.read_opt(&mut self.das_vm_protection),
+            "toolsInstallerMounted" => r.read(&mut self.tools_installer_mounted),
+            "suspendTime" => r.read_opt(&mut self.suspend_time),
+            "bootTime" => r.read_opt(&mut self.boot_time),
+            "suspendInterval" => r.read_opt(&mut self.suspend_interval),
+            "question" => r.read_opt(&mut self.question),
+            "memoryOverhead" => r.read_opt(&mut self.memory_overhead),
+            "maxCpuUsage" => r.read_opt(&mut self.max_cpu_usage),
+            "maxMemoryUsage" => r.read_opt(&mut self.max_memory_usage),
+            "numMksConnections" => r.read(&mut self.num_mks_connections),
+            "recordReplayState" => r.read_opt(&mut self.record_replay_state),
+            "cleanPowerOff" => r.read_opt(&mut self.clean_power_off),
+            "needSecondaryReason" => r.read_opt(&mut self.need_secondary_reason),
+            "onlineStandby" => r.read_opt(&mut self.online_standby),
+            "minRequiredEVCModeKey" => r.read_opt(&mut self.min_required_evc_mode_key),
+            "consolidationNeeded" => r.read_opt(&mut self.consolidation_needed),
+            "offlineFeatureRequirement" => {
+                r.read_push(&mut self.offline_feature_requirement)
+            }
+            "featureRequirement" => r.read_push(&mut self.feature_requirement),
+            "featureMask" => r.read_push(&mut self.feature_mask),
+            "vFlashCacheAllocation" => r.read_opt(&mut self.vflash_cache_allocation),
+            "paused" => r.read_opt(&mut self.paused),
+            "snapshotInBackground" => r.read_opt(&mut self.snapshot_in_background),
+            "quiescedForkParent" => r.read_opt(&mut self.quiesced_fork_parent),
+            "instantCloneFrozen" => r.read_opt(&mut self.instant_clone_frozen),
+            "cryptoState" => r.read_opt(&mut self.crypto_state),
+            "suspendedToMemory" => r.read_opt(&mut self.suspended_to_memory),
+            "opNotificationTimeout" => r.read_opt(&mut self.op_notification_timeout),
+            "iommuActive" => r.read_opt(&mut self.iommu_active),
+            "consolidateWorkTotal" => r.read_opt(&mut self.consolidate_work_total),
+            "consolidateWorkDone" => r.read_opt(&mut self.consolidate_work_done),
+            "diskChainBroken" => r.read_opt(&mut self.disk_chain_broken),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("device", &self.device);
+        w.write_opt("host", &self.host);
+        w.write("connectionState", &self.connection_state);
+        w.write("powerState", &self.power_state);
+        w.write_opt("vmFailoverInProgress", &self.vm_failover_in_progress);
+        w.write_opt("faultToleranceState", &self.fault_tolerance_state);
+        w.write_opt("dasVmProtection", &self.das_vm_protection);
+        w.write("toolsInstallerMounted", &self.tools_installer_mounted);
+        w.write_opt("suspendTime", &self.suspend_time);
+        w.write_opt("bootTime", &self.boot_time);
+        w.write_opt("suspendInterval", &self.suspend_interval);
+        w.write_opt("question", &self.question);
+        w.write_opt("memoryOverhead", &self.memory_overhead);
+        w.write_opt("maxCpuUsage", &self.max_cpu_usage);
+        w.write_opt("maxMemoryUsage", &self.max_memory_usage);
+        w.write("numMksConnections", &self.num_mks_connections);
+        w.write_opt("recordReplayState", &self.record_replay_state);
+        w.write_opt("cleanPowerOff", &self.clean_power_off);
+        w.write_opt("needSecondaryReason", &self.need_secondary_reason);
+        w.write_opt("onlineStandby", &self.online_standby);
+        w.write_opt("minRequiredEVCModeKey", &self.min_required_evc_mode_key);
+        w.write_opt("consolidationNeeded", &self.consolidation_needed);
+        w.write_vec("offlineFeatureRequirement", &self.offline_feature_requirement);
+        w.write_vec("featureRequirement", &self.feature_requirement);
+        w.write_vec("featureMask", &self.feature_mask);
+        w.write_opt("vFlashCacheAllocation", &self.vflash_cache_allocation);
+        w.write_opt("paused", &self.paused);
+        w.write_opt("snapshotInBackground", &self.snapshot_in_background);
+        w.write_opt("quiescedForkParent", &self.quiesced_fork_parent);
+        w.write_opt("instantCloneFrozen", &self.instant_clone_frozen);
+        w.write_opt("cryptoState", &self.crypto_state);
+        w.write_opt("suspendedToMemory", &self.suspended_to_memory);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineRuntimeInfo.opNotificationTimeout",
+                self.op_notification_timeout.is_some(),
+            )
+        {
+            w.write_opt("opNotificationTimeout", &self.op_notification_timeout);
+        }
+        if w
+            .since(
+                0x0800_0100,
+                "VirtualMachineRuntimeInfo.iommuActive",
+                self.iommu_active.is_some(),
+            )
+        {
+            w.write_opt("iommuActive", &self.iommu_active);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineRuntimeInfo.consolidateWorkTotal",
+                self.consolidate_work_total.is_some(),
+            )
+        {
+            w.write_opt("consolidateWorkTotal", &self.consolidate_work_total);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineRuntimeInfo.consolidateWorkDone",
+                self.consolidate_work_done.is_some(),
+            )
+        {
+            w.write_opt("consolidateWorkDone", &self.consolidate_work_done);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineRuntimeInfo.diskChainBroken",
+                self.disk_chain_broken.is_some(),
+            )
+        {
+            w.write_opt("diskChainBroken", &self.disk_chain_broken);
+        }
+    }
+}
+/// `VirtualMachineRuntimeInfoDasProtectionState` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineRuntimeInfoDasProtectionState {
+    /// `dasProtected`.
+    pub das_protected: bool,
+}
+impl x::SchemaType for VirtualMachineRuntimeInfoDasProtectionState {
+    const TYPE_NAME: &'static str = "VirtualMachineRuntimeInfoDasProtectionState";
+}
+impl x::Structure for VirtualMachineRuntimeInfoDasProtectionState {}
+impl std::fmt::Debug for VirtualMachineRuntimeInfoDasProtectionState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineRuntimeInfoDasProtectionState",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineRuntimeInfoDasProtectionState {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineRuntimeInfoDasProtectionState {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dasProtected" => r.read(&mut self.das_protected),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("dasProtected", &self.das_protected);
+    }
+}
+/// `VirtualMachineScsiDiskDeviceInfo` (extends `VirtualMachineDiskDeviceInfo`).
+///
+/// The fields of `VirtualMachineDiskDeviceInfo` are in `virtual_machine_disk_device_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineScsiDiskDeviceInfo {
+    /// The fields `VirtualMachineScsiDiskDeviceInfo` inherits from `VirtualMachineDiskDeviceInfo`.
+    pub virtual_machine_disk_device_info: VirtualMachineDiskDeviceInfo,
+    /// `disk`.
+    pub disk: Option<HostScsiDisk>,
+    /// `transportHint`.
+    pub transport_hint: Option<String>,
+    /// `lunNumber`.
+    pub lun_number: Option<i32>,
+}
+impl x::SchemaType for VirtualMachineScsiDiskDeviceInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineScsiDiskDeviceInfo";
+}
+impl x::Structure for VirtualMachineScsiDiskDeviceInfo {}
+impl std::fmt::Debug for VirtualMachineScsiDiskDeviceInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineScsiDiskDeviceInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineScsiDiskDeviceInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachineScsiDiskDeviceInfo {
+    type Target = VirtualMachineDiskDeviceInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineDiskDeviceInfo {
+        &self.virtual_machine_disk_device_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineScsiDiskDeviceInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineDiskDeviceInfo {
+        &mut self.virtual_machine_disk_device_info
+    }
+}
+impl x::Fields for VirtualMachineScsiDiskDeviceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "disk" => r.read_opt(&mut self.disk),
+            "transportHint" => r.read_opt(&mut self.transport_hint),
+            "lunNumber" => r.read_opt(&mut self.lun_number),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_disk_device_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_disk_device_info, w);
+        w.write_opt("disk", &self.disk);
+        w.write_opt("transportHint", &self.transport_hint);
+        w.write_opt("lunNumber", &self.lun_number);
+    }
+}
+impl x::ArrayItem for VirtualMachineScsiDiskDeviceInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineScsiDiskDeviceInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineScsiDiskDeviceInfo";
+}
+/// `VirtualMachineScsiPassthroughInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineScsiPassthroughInfo {
+    /// The fields `VirtualMachineScsiPassthroughInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `scsiClass`.
+    pub scsi_class: String,
+    /// `vendor`.
+    pub vendor: String,
+    /// `physicalUnitNumber`.
+    pub physical_unit_number: i32,
+}
+impl x::SchemaType for VirtualMachineScsiPassthroughInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineScsiPassthroughInfo";
+}
+impl x::Structure for VirtualMachineScsiPassthroughInfo {}
+impl std::fmt::Debug for VirtualMachineScsiPassthroughInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineScsiPassthroughInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineScsiPassthroughInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachineScsiPassthroughInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineScsiPassthroughInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineScsiPassthroughInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "scsiClass" => r.read(&mut self.scsi_class),
+            "vendor" => r.read(&mut self.vendor),
+            "physicalUnitNumber" => r.read(&mut self.physical_unit_number),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write("scsiClass", &self.scsi_class);
+        w.write("vendor", &self.vendor);
+        w.write("physicalUnitNumber", &self.physical_unit_number);
+    }
+}
+impl x::ArrayItem for VirtualMachineScsiPassthroughInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineScsiPassthroughInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineScsiPassthroughInfo";
+}
+/// `VirtualMachineSerialInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineSerialInfo {
+    /// The fields `VirtualMachineSerialInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+}
+impl x::SchemaType for VirtualMachineSerialInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSerialInfo";
+}
+impl x::Structure for VirtualMachineSerialInfo {}
+impl std::fmt::Debug for VirtualMachineSerialInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineSerialInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineSerialInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachineSerialInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineSerialInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineSerialInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_machine_target_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+    }
+}
+impl x::ArrayItem for VirtualMachineSerialInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSerialInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineSerialInfo";
+}
+/// `VirtualMachineSgxInfo` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineSgxInfo {
+    /// `epcSize`.
+    pub epc_size: i64,
+    /// `flcMode`.
+    pub flc_mode: Option<String>,
+    /// `lePubKeyHash`.
+    pub le_pub_key_hash: Option<String>,
+    /// `requireAttestation`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub require_attestation: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineSgxInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSgxInfo";
+}
+impl x::Structure for VirtualMachineSgxInfo {}
+impl std::fmt::Debug for VirtualMachineSgxInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineSgxInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineSgxInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineSgxInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "epcSize" => r.read(&mut self.epc_size),
+            "flcMode" => r.read_opt(&mut self.flc_mode),
+            "lePubKeyHash" => r.read_opt(&mut self.le_pub_key_hash),
+            "requireAttestation" => r.read_opt(&mut self.require_attestation),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("epcSize", &self.epc_size);
+        w.write_opt("flcMode", &self.flc_mode);
+        w.write_opt("lePubKeyHash", &self.le_pub_key_hash);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineSgxInfo.requireAttestation",
+                self.require_attestation.is_some(),
+            )
+        {
+            w.write_opt("requireAttestation", &self.require_attestation);
+        }
+    }
+}
+/// `VirtualMachineSgxTargetInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VirtualMachineSgxTargetInfo {
+    /// The fields `VirtualMachineSgxTargetInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `maxEpcSize`.
+    pub max_epc_size: i64,
+    /// `flcModes`.
+    pub flc_modes: Vec<String>,
+    /// `lePubKeyHashes`.
+    pub le_pub_key_hashes: Vec<String>,
+    /// `requireAttestationSupported`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub require_attestation_supported: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineSgxTargetInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSgxTargetInfo";
+}
+impl x::Structure for VirtualMachineSgxTargetInfo {}
+impl std::fmt::Debug for VirtualMachineSgxTargetInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineSgxTargetInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineSgxTargetInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineSgxTargetInfo {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_machine_target_info: self.virtual_machine_target_info.clone(),
+            max_epc_size: self.max_epc_size,
+            flc_modes: x::clone_vec(&self.flc_modes),
+            le_pub_key_hashes: x::clone_vec(&self.le_pub_key_hashes),
+            require_attestation_supported: self.require_attestation_supported,
+        }
+    }
+}
+impl std::ops::Deref for VirtualMachineSgxTargetInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineSgxTargetInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineSgxTargetInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "maxEpcSize" => r.read(&mut self.max_epc_size),
+            "flcModes" => r.read_push(&mut self.flc_modes),
+            "lePubKeyHashes" => r.read_push(&mut self.le_pub_key_hashes),
+            "requireAttestationSupported" => {
+                r.read_opt(&mut self.require_attestation_supported)
+            }
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write("maxEpcSize", &self.max_epc_size);
+        w.write_vec("flcModes", &self.flc_modes);
+        w.write_vec("lePubKeyHashes", &self.le_pub_key_hashes);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineSgxTargetInfo.requireAttestationSupported",
+                self.require_attestation_supported.is_some(),
+            )
+        {
+            w.write_opt(
+                "requireAttestationSupported",
+                &self.require_attestation_supported,
+            );
+        }
+    }
+}
+/// `VirtualMachineSnapshotInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineSnapshotInfo {
+    /// `currentSnapshot`.
+    pub current_snapshot: Option<x::ManagedObjectReference>,
+    /// `rootSnapshotList`.
+    pub root_snapshot_list: Vec<VirtualMachineSnapshotTree>,
+}
+impl x::SchemaType for VirtualMachineSnapshotInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSnapshotInfo";
+}
+impl x::Structure for VirtualMachineSnapshotInfo {}
+impl std::fmt::Debug for VirtualMachineSnapshotInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineSnapshotInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineSnapshotInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineSnapshotInfo {
+    fn clone(&self) -> Self {
+        Self {
+            current_snapshot: self.current_snapshot.clone(),
+            root_snapshot_list: x::clone_vec(&self.root_snapshot_list),
+        }
+    }
+}
+impl x::Fields for VirtualMachineSnapshotInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "currentSnapshot" => r.read_opt(&mut self.current_snapshot),
+            "rootSnapshotList" => r.read_push(&mut self.root_snapshot_list),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("currentSnapshot", &self.current_snapshot);
+        w.write_vec("rootSnapshotList", &self.root_snapshot_list);
+    }
+}
+/// `VirtualMachineSnapshotTree` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineSnapshotTree {
+    /// `snapshot`.
+    pub snapshot: x::ManagedObjectReference,
+    /// `vm`.
+    pub vm: x::ManagedObjectReference,
+    /// `name`.
+    pub name: String,
+    /// `description`.
+    pub description: String,
+    /// `id`.
+    pub id: Option<i32>,
+    /// `createTime`.
+    pub create_time: x::DateTime,
+    /// `state`.
+    pub state: VirtualMachinePowerState,
+    /// `quiesced`.
+    pub quiesced: bool,
+    /// `backupManifest`.
+    pub backup_manifest: Option<String>,
+    /// `childSnapshotList`.
+    pub child_snapshot_list: Vec<VirtualMachineSnapshotTree>,
+    /// `replaySupported`.
+    pub replay_supported: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineSnapshotTree {
+    const TYPE_NAME: &'static str = "VirtualMachineSnapshotTree";
+}
+impl x::Structure for VirtualMachineSnapshotTree {}
+impl std::fmt::Debug for VirtualMachineSnapshotTree {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineSnapshotTree", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineSnapshotTree {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineSnapshotTree {
+    fn clone(&self) -> Self {
+        Self {
+            snapshot: self.snapshot.clone(),
+            vm: self.vm.clone(),
+            name: self.name.clone(),
+            description: self.description.clone(),
+            id: self.id,
+            create_time: self.create_time.clone(),
+            state: self.state.clone(),
+            quiesced: self.quiesced,
+            backup_manifest: self.backup_manifest.clone(),
+            child_snapshot_list: x::clone_vec(&self.child_snapshot_list),
+            replay_supported: self.replay_supported,
+        }
+    }
+}
+impl x::Fields for VirtualMachineSnapshotTree {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "snapshot" => r.read(&mut self.snapshot),
+            "vm" => r.read(&mut self.vm),
+            "name" => r.read(&mut self.name),
+            "description" => r.read(&mut self.description),
+            "id" => r.read_opt(&mut self.id),
+            "createTime" => r.read(&mut self.create_time),
+            "state" => r.read(&mut self.state),
+            "quiesced" => r.read(&mut self.quiesced),
+            "backupManifest" => r.read_opt(&mut self.backup_manifest),
+            "childSnapshotList" => r.read_push(&mut self.child_snapshot_list),
+            "replaySupported" => r.read_opt(&mut self.replay_supported),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("snapshot", &self.snapshot);
+        w.write("vm", &self.vm);
+        w.write("name", &self.name);
+        w.write("description", &self.description);
+        w.write_opt("id", &self.id);
+        w.write("createTime", &self.create_time);
+        w.write("state", &self.state);
+        w.write("quiesced", &self.quiesced);
+        w.write_opt("backupManifest", &self.backup_manifest);
+        w.write_vec("childSnapshotList", &self.child_snapshot_list);
+        w.write_opt("replaySupported", &self.replay_supported);
+    }
+}
+impl x::ArrayItem for VirtualMachineSnapshotTree {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSnapshotTree";
+    const ITEM_TAG: &'static str = "VirtualMachineSnapshotTree";
+}
+/// `VirtualMachineSoundInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineSoundInfo {
+    /// The fields `VirtualMachineSoundInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+}
+impl x::SchemaType for VirtualMachineSoundInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSoundInfo";
+}
+impl x::Structure for VirtualMachineSoundInfo {}
+impl std::fmt::Debug for VirtualMachineSoundInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineSoundInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineSoundInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachineSoundInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineSoundInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineSoundInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_machine_target_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+    }
+}
+impl x::ArrayItem for VirtualMachineSoundInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSoundInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineSoundInfo";
+}
+/// `VirtualMachineSriovDevicePoolInfo` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyVirtualMachineSriovDevicePoolInfo`], which also carries its subtypes.
+#[derive(Clone, Default)]
+pub struct VirtualMachineSriovDevicePoolInfo {
+    /// `key`.
+    pub key: String,
+}
+impl x::SchemaType for VirtualMachineSriovDevicePoolInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSriovDevicePoolInfo";
+}
+impl x::Structure for VirtualMachineSriovDevicePoolInfo {}
+impl std::fmt::Debug for VirtualMachineSriovDevicePoolInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineSriovDevicePoolInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineSriovDevicePoolInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineSriovDevicePoolInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+    }
+}
+/// `VirtualMachineSriovInfo` (extends `VirtualMachinePciPassthroughInfo`).
+///
+/// The fields of `VirtualMachinePciPassthroughInfo` are in `virtual_machine_pci_passthrough_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineSriovInfo {
+    /// The fields `VirtualMachineSriovInfo` inherits from `VirtualMachinePciPassthroughInfo`.
+    pub virtual_machine_pci_passthrough_info: VirtualMachinePciPassthroughInfo,
+    /// `virtualFunction`.
+    pub virtual_function: bool,
+    /// `pnic`.
+    pub pnic: Option<String>,
+    /// `devicePool`.
+    pub device_pool: Option<AnyVirtualMachineSriovDevicePoolInfo>,
+}
+impl x::SchemaType for VirtualMachineSriovInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSriovInfo";
+}
+impl x::Structure for VirtualMachineSriovInfo {}
+impl std::fmt::Debug for VirtualMachineSriovInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineSriovInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineSriovInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachineSriovInfo {
+    type Target = VirtualMachinePciPassthroughInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachinePciPassthroughInfo {
+        &self.virtual_machine_pci_passthrough_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineSriovInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachinePciPassthroughInfo {
+        &mut self.virtual_machine_pci_passthrough_info
+    }
+}
+impl x::Fields for VirtualMachineSriovInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "virtualFunction" => r.read(&mut self.virtual_function),
+            "pnic" => r.read_opt(&mut self.pnic),
+            "devicePool" => r.read_opt(&mut self.device_pool),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_pci_passthrough_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_pci_passthrough_info, w);
+        w.write("virtualFunction", &self.virtual_function);
+        w.write_opt("pnic", &self.pnic);
+        w.write_opt("devicePool", &self.device_pool);
+    }
+}
+impl x::ArrayItem for VirtualMachineSriovInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSriovInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineSriovInfo";
+}
+/// `VirtualMachineSriovNetworkDevicePoolInfo` (extends `VirtualMachineSriovDevicePoolInfo`).
+///
+/// The fields of `VirtualMachineSriovDevicePoolInfo` are in `virtual_machine_sriov_device_pool_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualMachineSriovNetworkDevicePoolInfo {
+    /// The fields `VirtualMachineSriovNetworkDevicePoolInfo` inherits from `VirtualMachineSriovDevicePoolInfo`.
+    pub virtual_machine_sriov_device_pool_info: VirtualMachineSriovDevicePoolInfo,
+    /// `switchKey`.
+    pub switch_key: Option<String>,
+    /// `switchUuid`.
+    pub switch_uuid: Option<String>,
+}
+impl x::SchemaType for VirtualMachineSriovNetworkDevicePoolInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSriovNetworkDevicePoolInfo";
+}
+impl x::Structure for VirtualMachineSriovNetworkDevicePoolInfo {}
+impl std::fmt::Debug for VirtualMachineSriovNetworkDevicePoolInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualMachineSriovNetworkDevicePoolInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualMachineSriovNetworkDevicePoolInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualMachineSriovNetworkDevicePoolInfo {
+    type Target = VirtualMachineSriovDevicePoolInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineSriovDevicePoolInfo {
+        &self.virtual_machine_sriov_device_pool_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineSriovNetworkDevicePoolInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineSriovDevicePoolInfo {
+        &mut self.virtual_machine_sriov_device_pool_info
+    }
+}
+impl x::Fields for VirtualMachineSriovNetworkDevicePoolInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "switchKey" => r.read_opt(&mut self.switch_key),
+            "switchUuid" => r.read_opt(&mut self.switch_uuid),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_sriov_device_pool_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_sriov_device_pool_info, w);
+        w.write_opt("switchKey", &self.switch_key);
+        w.write_opt("switchUuid", &self.switch_uuid);
+    }
+}
+/// `VirtualMachineStorageInfo` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineStorageInfo {
+    /// `perDatastoreUsage`.
+    pub per_datastore_usage: Vec<VirtualMachineUsageOnDatastore>,
+    /// `timestamp`.
+    pub timestamp: x::DateTime,
+}
+impl x::SchemaType for VirtualMachineStorageInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineStorageInfo";
+}
+impl x::Structure for VirtualMachineStorageInfo {}
+impl std::fmt::Debug for VirtualMachineStorageInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineStorageInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineStorageInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineStorageInfo {
+    fn clone(&self) -> Self {
+        Self {
+            per_datastore_usage: x::clone_vec(&self.per_datastore_usage),
+            timestamp: self.timestamp.clone(),
+        }
+    }
+}
+impl x::Fields for VirtualMachineStorageInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "perDatastoreUsage" => r.read_push(&mut self.per_datastore_usage),
+            "timestamp" => r.read(&mut self.timestamp),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("perDatastoreUsage", &self.per_datastore_usage);
+        w.write("timestamp", &self.timestamp);
+    }
+}
+/// `VirtualMachineStorageSummary` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualMachineStorageSummary {
+    /// `committed`.
+    pub committed: i64,
+    /// `uncommitted`.
+    pub uncommitted: i64,
+    /// `unshared`.
+    pub unshared: i64,
+    /// `timestamp`.
+    pub timestamp: x::DateTime,
+}
+impl x::SchemaType for VirtualMachineStorageSummary {
+    const TYPE_NAME: &'static str = "VirtualMachineStorageSummary";
+}
+impl x::Structure for VirtualMachineStorageSummary {}
+impl std::fmt::Debug for VirtualMachineStorageSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineStorageSummary", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineStorageSummary {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualMachineStorageSummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "committed" => r.read(&mut self.committed),
+            "uncommitted" => r.read(&mut self.uncommitted),
+            "unshared" => r.read(&mut self.unshared),
+            "timestamp" => r.read(&mut self.timestamp),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("committed", &self.committed);
+        w.write("uncommitted", &self.uncommitted);
+        w.write("unshared", &self.unshared);
+        w.write("timestamp", &self.timestamp);
+    }
+}
+/// `VirtualMachineSummary` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualMachineSummary {
+    /// `vm`.
+    pub vm: Option<x::ManagedObjectReference>,
+    /// `runtime`.
+    pub runtime: VirtualMachineRuntimeInfo,
+    /// `guest`.
+    pub guest: Option<VirtualMachineGuestSummary>,
+    /// `config`.
+    pub config: VirtualMachineConfigSummary,
+    /// `storage`.
+    pub storage: Option<VirtualMachineStorageSummary>,
+    /// `quickStats`.
+    pub quick_stats: VirtualMachineQuickStats,
+    /// `overallStatus`.
+    pub overall_status: ManagedEntityStatus,
+    /// `customValue`.
+    pub custom_value: Vec<AnyCustomFieldValue>,
+}
+impl x::SchemaType for VirtualMachineSummary {
+    const TYPE_NAME: &'static str = "VirtualMachineSummary";
+}
+impl x::Structure for VirtualMachineSummary {}
+impl std::fmt::Debug for VirtualMachineSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualMachineSummary", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualMachineSummary {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualMachineSummary {
+    fn clone(&self) -> Self {
+        Self {
+            vm: self.vm.clone(),
+            runtime: self.runtime.clone(),
+            guest: self.guest.clone(),
+            config: self.config.clone(),
+            storage: self.storage.clone(),
+            quick_stats: self.quick_stats.clone(),
+            overall_status: self.overall_status.clone(),
+            custom_value: x::clone_vec(&self.custom_value),
+        }
+    }
+}
+impl x::Fields for VirtualMachineSummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vm" => r.read_opt(&mut self.vm),
+            "runtime" => r.read(&mut self.runtime),
+            "guest" => r.read_opt(&mut self.guest),
+            "config" => r.read(&mut self.config),
+            "storage" => r.read_opt(&mut self.storage),
+            "quickStats" => r.read(&mut self.quick_stats),
+            "overallStatus" => r.read(&mut self.overall_status),
+            "customValue" => r.read_push(&mut self.custom_value),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vm", &self.vm);
+        w.write("runtime", &self.runtime);
+        w.write_opt("guest", &self.guest);
+        w.write("config", &self.config);
+        w.write_opt("storage", &self.storage);
+        w.write("quickStats", &self.quick_stats);
+        w.write("overallStatus", &self.overall_status);
+        w.write_vec("customValue", &self.custom_value);
+    }
+}
+impl x::ArrayItem for VirtualMachineSummary {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSummary";
+    const ITEM_TAG: &'static str = "VirtualMachineSummary";
+}
 /// `VirtualMachineTargetInfo` (extends `DynamicData`).
 #[derive(Default)]
 pub struct VirtualMachineTargetInfo {
@@ -19,12 +1253,12 @@ impl x::SchemaType for VirtualMachineTargetInfo {
 impl x::Structure for VirtualMachineTargetInfo {}
 impl std::fmt::Debug for VirtualMachineTargetInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineTargetInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineTargetInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineTargetInfo {
@@ -84,12 +1318,12 @@ impl x::SchemaType for VirtualMachineTicket {
 impl x::Structure for VirtualMachineTicket {}
 impl std::fmt::Debug for VirtualMachineTicket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineTicket", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineTicket {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineTicket {
@@ -171,12 +1405,12 @@ impl x::SchemaType for VirtualMachineUsageOnDatastore {
 impl x::Structure for VirtualMachineUsageOnDatastore {}
 impl std::fmt::Debug for VirtualMachineUsageOnDatastore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineUsageOnDatastore", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineUsageOnDatastore {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineUsageOnDatastore {
@@ -234,12 +1468,12 @@ impl x::SchemaType for VirtualMachineUsbInfo {
 impl x::Structure for VirtualMachineUsbInfo {}
 impl std::fmt::Debug for VirtualMachineUsbInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineUsbInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineUsbInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineUsbInfo {
@@ -325,12 +1559,12 @@ impl x::SchemaType for VirtualMachineVFlashModuleInfo {
 impl x::Structure for VirtualMachineVFlashModuleInfo {}
 impl std::fmt::Debug for VirtualMachineVFlashModuleInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineVFlashModuleInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineVFlashModuleInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualMachineVFlashModuleInfo {
@@ -396,12 +1630,12 @@ impl x::SchemaType for VirtualMachineVMCIDevice {
 impl x::Structure for VirtualMachineVMCIDevice {}
 impl std::fmt::Debug for VirtualMachineVMCIDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineVMCIDevice", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineVMCIDevice {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualMachineVMCIDevice {
@@ -458,12 +1692,12 @@ impl x::SchemaType for VirtualMachineVMCIDeviceFilterInfo {
 impl x::Structure for VirtualMachineVMCIDeviceFilterInfo {}
 impl std::fmt::Debug for VirtualMachineVMCIDeviceFilterInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineVMCIDeviceFilterInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineVMCIDeviceFilterInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineVMCIDeviceFilterInfo {
@@ -512,12 +1746,12 @@ impl x::SchemaType for VirtualMachineVMCIDeviceFilterSpec {
 impl x::Structure for VirtualMachineVMCIDeviceFilterSpec {}
 impl std::fmt::Debug for VirtualMachineVMCIDeviceFilterSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineVMCIDeviceFilterSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineVMCIDeviceFilterSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineVMCIDeviceFilterSpec {
@@ -571,12 +1805,12 @@ impl x::SchemaType for VirtualMachineVMCIDeviceOption {
 impl x::Structure for VirtualMachineVMCIDeviceOption {}
 impl std::fmt::Debug for VirtualMachineVMCIDeviceOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineVMCIDeviceOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineVMCIDeviceOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualMachineVMCIDeviceOption {
@@ -639,12 +1873,16 @@ impl x::SchemaType for VirtualMachineVMCIDeviceOptionFilterSpecOption {
 impl x::Structure for VirtualMachineVMCIDeviceOptionFilterSpecOption {}
 impl std::fmt::Debug for VirtualMachineVMCIDeviceOptionFilterSpecOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualMachineVMCIDeviceOptionFilterSpecOption",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualMachineVMCIDeviceOptionFilterSpecOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineVMCIDeviceOptionFilterSpecOption {
@@ -686,12 +1924,12 @@ impl x::SchemaType for VirtualMachineVMIROM {
 impl x::Structure for VirtualMachineVMIROM {}
 impl std::fmt::Debug for VirtualMachineVMIROM {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineVMIROM", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineVMIROM {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualMachineVMIROM {
@@ -744,12 +1982,12 @@ impl x::SchemaType for VirtualMachineVMotionStunTimeInfo {
 impl x::Structure for VirtualMachineVMotionStunTimeInfo {}
 impl std::fmt::Debug for VirtualMachineVMotionStunTimeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineVMotionStunTimeInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineVMotionStunTimeInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualMachineVMotionStunTimeInfo {
@@ -808,12 +2046,12 @@ impl x::SchemaType for VirtualMachineVcpuConfig {
 impl x::Structure for VirtualMachineVcpuConfig {}
 impl std::fmt::Debug for VirtualMachineVcpuConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineVcpuConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineVcpuConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineVcpuConfig {
@@ -867,12 +2105,12 @@ impl x::SchemaType for VirtualMachineVendorDeviceGroupInfo {
 impl x::Structure for VirtualMachineVendorDeviceGroupInfo {}
 impl std::fmt::Debug for VirtualMachineVendorDeviceGroupInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineVendorDeviceGroupInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineVendorDeviceGroupInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineVendorDeviceGroupInfo {
@@ -963,12 +2201,16 @@ impl x::SchemaType for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
 impl x::Structure for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {}
 impl std::fmt::Debug for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineVendorDeviceGroupInfoComponentDeviceInfo {
@@ -1033,12 +2275,12 @@ impl x::SchemaType for VirtualMachineVgpuDeviceInfo {
 impl x::Structure for VirtualMachineVgpuDeviceInfo {}
 impl std::fmt::Debug for VirtualMachineVgpuDeviceInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineVgpuDeviceInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineVgpuDeviceInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualMachineVgpuDeviceInfo {
@@ -1122,12 +2364,12 @@ impl x::SchemaType for VirtualMachineVgpuProfileInfo {
 impl x::Structure for VirtualMachineVgpuProfileInfo {}
 impl std::fmt::Debug for VirtualMachineVgpuProfileInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineVgpuProfileInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineVgpuProfileInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineVgpuProfileInfo {
@@ -1228,12 +2470,12 @@ impl x::SchemaType for VirtualMachineVideoCard {
 impl x::Structure for VirtualMachineVideoCard {}
 impl std::fmt::Debug for VirtualMachineVideoCard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineVideoCard", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineVideoCard {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualMachineVideoCard {
@@ -1293,12 +2535,12 @@ impl x::SchemaType for VirtualMachineVirtualDeviceGroups {
 impl x::Structure for VirtualMachineVirtualDeviceGroups {}
 impl std::fmt::Debug for VirtualMachineVirtualDeviceGroups {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineVirtualDeviceGroups", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineVirtualDeviceGroups {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualMachineVirtualDeviceGroups {
@@ -1348,12 +2590,16 @@ impl x::SchemaType for VirtualMachineVirtualDeviceGroupsDeviceGroup {
 impl x::Structure for VirtualMachineVirtualDeviceGroupsDeviceGroup {}
 impl std::fmt::Debug for VirtualMachineVirtualDeviceGroupsDeviceGroup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualMachineVirtualDeviceGroupsDeviceGroup",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualMachineVirtualDeviceGroupsDeviceGroup {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineVirtualDeviceGroupsDeviceGroup {
@@ -1396,12 +2642,16 @@ impl x::SchemaType for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
 impl x::Structure for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {}
 impl std::fmt::Debug for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualMachineVirtualDeviceGroupsVendorDeviceGroup",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualMachineVirtualDeviceGroupsVendorDeviceGroup {
@@ -1465,12 +2715,12 @@ impl x::SchemaType for VirtualMachineVirtualDeviceSwap {
 impl x::Structure for VirtualMachineVirtualDeviceSwap {}
 impl std::fmt::Debug for VirtualMachineVirtualDeviceSwap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineVirtualDeviceSwap", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineVirtualDeviceSwap {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineVirtualDeviceSwap {
@@ -1515,12 +2765,16 @@ impl x::SchemaType for VirtualMachineVirtualDeviceSwapDeviceSwapInfo {
 impl x::Structure for VirtualMachineVirtualDeviceSwapDeviceSwapInfo {}
 impl std::fmt::Debug for VirtualMachineVirtualDeviceSwapDeviceSwapInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualMachineVirtualDeviceSwapDeviceSwapInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualMachineVirtualDeviceSwapDeviceSwapInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineVirtualDeviceSwapDeviceSwapInfo {
@@ -1565,12 +2819,12 @@ impl x::SchemaType for VirtualMachineVirtualNuma {
 impl x::Structure for VirtualMachineVirtualNuma {}
 impl std::fmt::Debug for VirtualMachineVirtualNuma {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineVirtualNuma", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineVirtualNuma {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineVirtualNuma {
@@ -1617,12 +2871,12 @@ impl x::SchemaType for VirtualMachineVirtualNumaInfo {
 impl x::Structure for VirtualMachineVirtualNumaInfo {}
 impl std::fmt::Debug for VirtualMachineVirtualNumaInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineVirtualNumaInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineVirtualNumaInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineVirtualNumaInfo {
@@ -1661,12 +2915,12 @@ impl x::SchemaType for VirtualMachineVirtualPMem {
 impl x::Structure for VirtualMachineVirtualPMem {}
 impl std::fmt::Debug for VirtualMachineVirtualPMem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineVirtualPMem", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineVirtualPMem {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineVirtualPMem {
@@ -1708,12 +2962,12 @@ impl x::SchemaType for VirtualMachineWindowsQuiesceSpec {
 impl x::Structure for VirtualMachineWindowsQuiesceSpec {}
 impl std::fmt::Debug for VirtualMachineWindowsQuiesceSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineWindowsQuiesceSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineWindowsQuiesceSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualMachineWindowsQuiesceSpec {
@@ -1773,12 +3027,12 @@ impl x::SchemaType for VirtualMachineWipeResult {
 impl x::Structure for VirtualMachineWipeResult {}
 impl std::fmt::Debug for VirtualMachineWipeResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualMachineWipeResult", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualMachineWipeResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualMachineWipeResult {
@@ -1818,12 +3072,12 @@ impl x::SchemaType for VirtualNVDIMM {
 impl x::Structure for VirtualNVDIMM {}
 impl std::fmt::Debug for VirtualNVDIMM {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualNVDIMM", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualNVDIMM {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualNVDIMM {
@@ -1857,1396 +3111,5 @@ impl x::Fields for VirtualNVDIMM {
         x::Fields::encode_fields(&self.virtual_device, w);
         w.write("capacityInMB", &self.capacity_in_mb);
         w.write_opt("configuredCapacityInMB", &self.configured_capacity_in_mb);
-    }
-}
-/// `VirtualNVDIMMBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
-///
-/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualNVDIMMBackingInfo {
-    /// The fields `VirtualNVDIMMBackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
-    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
-    /// `parent`.
-    pub parent: Option<Box<VirtualNVDIMMBackingInfo>>,
-    /// `changeId`.
-    pub change_id: Option<String>,
-}
-impl x::SchemaType for VirtualNVDIMMBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualNVDIMMBackingInfo";
-}
-impl x::Structure for VirtualNVDIMMBackingInfo {}
-impl std::fmt::Debug for VirtualNVDIMMBackingInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualNVDIMMBackingInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualNVDIMMBackingInfo {
-    type Target = VirtualDeviceFileBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
-        &self.virtual_device_file_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualNVDIMMBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
-        &mut self.virtual_device_file_backing_info
-    }
-}
-impl x::Fields for VirtualNVDIMMBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "parent" => r.read_opt_box(&mut self.parent),
-            "changeId" => r.read_opt(&mut self.change_id),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_file_backing_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
-        w.write_opt_box("parent", &self.parent);
-        w.write_opt("changeId", &self.change_id);
-    }
-}
-/// `VirtualNVDIMMController` (extends `VirtualController`).
-///
-/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualNVDIMMController {
-    /// The fields `VirtualNVDIMMController` inherits from `VirtualController`.
-    pub virtual_controller: VirtualController,
-}
-impl x::SchemaType for VirtualNVDIMMController {
-    const TYPE_NAME: &'static str = "VirtualNVDIMMController";
-}
-impl x::Structure for VirtualNVDIMMController {}
-impl std::fmt::Debug for VirtualNVDIMMController {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualNVDIMMController {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualNVDIMMController {
-    type Target = VirtualController;
-    #[inline]
-    fn deref(&self) -> &VirtualController {
-        &self.virtual_controller
-    }
-}
-impl std::ops::DerefMut for VirtualNVDIMMController {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualController {
-        &mut self.virtual_controller
-    }
-}
-impl x::Fields for VirtualNVDIMMController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_controller, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller, w);
-    }
-}
-/// `VirtualNVDIMMControllerOption` (extends `VirtualControllerOption`).
-///
-/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualNVDIMMControllerOption {
-    /// The fields `VirtualNVDIMMControllerOption` inherits from `VirtualControllerOption`.
-    pub virtual_controller_option: VirtualControllerOption,
-    /// `numNVDIMMControllers`.
-    pub num_nvdimm_controllers: IntOption,
-}
-impl x::SchemaType for VirtualNVDIMMControllerOption {
-    const TYPE_NAME: &'static str = "VirtualNVDIMMControllerOption";
-}
-impl x::Structure for VirtualNVDIMMControllerOption {}
-impl std::fmt::Debug for VirtualNVDIMMControllerOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualNVDIMMControllerOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualNVDIMMControllerOption {
-    type Target = VirtualControllerOption;
-    #[inline]
-    fn deref(&self) -> &VirtualControllerOption {
-        &self.virtual_controller_option
-    }
-}
-impl std::ops::DerefMut for VirtualNVDIMMControllerOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
-        &mut self.virtual_controller_option
-    }
-}
-impl x::Fields for VirtualNVDIMMControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numNVDIMMControllers" => r.read(&mut self.num_nvdimm_controllers),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_controller_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller_option, w);
-        w.write("numNVDIMMControllers", &self.num_nvdimm_controllers);
-    }
-}
-/// `VirtualNVDIMMOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualNVDIMMOption {
-    /// The fields `VirtualNVDIMMOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-    /// `capacityInMB`.
-    pub capacity_in_mb: LongOption,
-    /// `growable`.
-    pub growable: bool,
-    /// `hotGrowable`.
-    pub hot_growable: bool,
-    /// `granularityInMB`.
-    pub granularity_in_mb: i64,
-}
-impl x::SchemaType for VirtualNVDIMMOption {
-    const TYPE_NAME: &'static str = "VirtualNVDIMMOption";
-}
-impl x::Structure for VirtualNVDIMMOption {}
-impl std::fmt::Debug for VirtualNVDIMMOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualNVDIMMOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualNVDIMMOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualNVDIMMOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualNVDIMMOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "capacityInMB" => r.read(&mut self.capacity_in_mb),
-            "growable" => r.read(&mut self.growable),
-            "hotGrowable" => r.read(&mut self.hot_growable),
-            "granularityInMB" => r.read(&mut self.granularity_in_mb),
-            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-        w.write("capacityInMB", &self.capacity_in_mb);
-        w.write("growable", &self.growable);
-        w.write("hotGrowable", &self.hot_growable);
-        w.write("granularityInMB", &self.granularity_in_mb);
-    }
-}
-/// `VirtualNVMEController` (extends `VirtualController`).
-///
-/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualNVMEController {
-    /// The fields `VirtualNVMEController` inherits from `VirtualController`.
-    pub virtual_controller: VirtualController,
-    /// `sharedBus`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub shared_bus: Option<String>,
-}
-impl x::SchemaType for VirtualNVMEController {
-    const TYPE_NAME: &'static str = "VirtualNVMEController";
-}
-impl x::Structure for VirtualNVMEController {}
-impl std::fmt::Debug for VirtualNVMEController {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualNVMEController {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualNVMEController {
-    type Target = VirtualController;
-    #[inline]
-    fn deref(&self) -> &VirtualController {
-        &self.virtual_controller
-    }
-}
-impl std::ops::DerefMut for VirtualNVMEController {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualController {
-        &mut self.virtual_controller
-    }
-}
-impl x::Fields for VirtualNVMEController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "sharedBus" => r.read_opt(&mut self.shared_bus),
-            _ => return x::Fields::decode_field(&mut self.virtual_controller, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller, w);
-        if w
-            .since(
-                0x0800_0200,
-                "VirtualNVMEController.sharedBus",
-                self.shared_bus.is_some(),
-            )
-        {
-            w.write_opt("sharedBus", &self.shared_bus);
-        }
-    }
-}
-/// `VirtualNVMEControllerOption` (extends `VirtualControllerOption`).
-///
-/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Default)]
-pub struct VirtualNVMEControllerOption {
-    /// The fields `VirtualNVMEControllerOption` inherits from `VirtualControllerOption`.
-    pub virtual_controller_option: VirtualControllerOption,
-    /// `numNVMEDisks`.
-    pub num_nvme_disks: IntOption,
-    /// `sharing`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub sharing: Vec<String>,
-}
-impl x::SchemaType for VirtualNVMEControllerOption {
-    const TYPE_NAME: &'static str = "VirtualNVMEControllerOption";
-}
-impl x::Structure for VirtualNVMEControllerOption {}
-impl std::fmt::Debug for VirtualNVMEControllerOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualNVMEControllerOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for VirtualNVMEControllerOption {
-    fn clone(&self) -> Self {
-        Self {
-            virtual_controller_option: self.virtual_controller_option.clone(),
-            num_nvme_disks: self.num_nvme_disks.clone(),
-            sharing: x::clone_vec(&self.sharing),
-        }
-    }
-}
-impl std::ops::Deref for VirtualNVMEControllerOption {
-    type Target = VirtualControllerOption;
-    #[inline]
-    fn deref(&self) -> &VirtualControllerOption {
-        &self.virtual_controller_option
-    }
-}
-impl std::ops::DerefMut for VirtualNVMEControllerOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
-        &mut self.virtual_controller_option
-    }
-}
-impl x::Fields for VirtualNVMEControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numNVMEDisks" => r.read(&mut self.num_nvme_disks),
-            "sharing" => r.read_push(&mut self.sharing),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_controller_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller_option, w);
-        w.write("numNVMEDisks", &self.num_nvme_disks);
-        if w
-            .since(
-                0x0800_0200,
-                "VirtualNVMEControllerOption.sharing",
-                !self.sharing.is_empty(),
-            )
-        {
-            w.write_vec("sharing", &self.sharing);
-        }
-    }
-}
-/// `VirtualNicManagerNetConfig` (extends `DynamicData`).
-#[derive(Default)]
-pub struct VirtualNicManagerNetConfig {
-    /// `nicType`.
-    pub nic_type: String,
-    /// `multiSelectAllowed`.
-    pub multi_select_allowed: bool,
-    /// `candidateVnic`.
-    pub candidate_vnic: Vec<HostVirtualNic>,
-    /// `selectedVnic`.
-    pub selected_vnic: Vec<String>,
-}
-impl x::SchemaType for VirtualNicManagerNetConfig {
-    const TYPE_NAME: &'static str = "VirtualNicManagerNetConfig";
-}
-impl x::Structure for VirtualNicManagerNetConfig {}
-impl std::fmt::Debug for VirtualNicManagerNetConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualNicManagerNetConfig {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for VirtualNicManagerNetConfig {
-    fn clone(&self) -> Self {
-        Self {
-            nic_type: self.nic_type.clone(),
-            multi_select_allowed: self.multi_select_allowed,
-            candidate_vnic: x::clone_vec(&self.candidate_vnic),
-            selected_vnic: x::clone_vec(&self.selected_vnic),
-        }
-    }
-}
-impl x::Fields for VirtualNicManagerNetConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "nicType" => r.read(&mut self.nic_type),
-            "multiSelectAllowed" => r.read(&mut self.multi_select_allowed),
-            "candidateVnic" => r.read_push(&mut self.candidate_vnic),
-            "selectedVnic" => r.read_push(&mut self.selected_vnic),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("nicType", &self.nic_type);
-        w.write("multiSelectAllowed", &self.multi_select_allowed);
-        w.write_vec("candidateVnic", &self.candidate_vnic);
-        w.write_vec("selectedVnic", &self.selected_vnic);
-    }
-}
-impl x::ArrayItem for VirtualNicManagerNetConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualNicManagerNetConfig";
-    const ITEM_TAG: &'static str = "VirtualNicManagerNetConfig";
-}
-/// `VirtualPCIController` (extends `VirtualController`).
-///
-/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualPCIController {
-    /// The fields `VirtualPCIController` inherits from `VirtualController`.
-    pub virtual_controller: VirtualController,
-}
-impl x::SchemaType for VirtualPCIController {
-    const TYPE_NAME: &'static str = "VirtualPCIController";
-}
-impl x::Structure for VirtualPCIController {}
-impl std::fmt::Debug for VirtualPCIController {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualPCIController {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualPCIController {
-    type Target = VirtualController;
-    #[inline]
-    fn deref(&self) -> &VirtualController {
-        &self.virtual_controller
-    }
-}
-impl std::ops::DerefMut for VirtualPCIController {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualController {
-        &mut self.virtual_controller
-    }
-}
-impl x::Fields for VirtualPCIController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_controller, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller, w);
-    }
-}
-/// `VirtualPCIControllerOption` (extends `VirtualControllerOption`).
-///
-/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualPCIControllerOption {
-    /// The fields `VirtualPCIControllerOption` inherits from `VirtualControllerOption`.
-    pub virtual_controller_option: VirtualControllerOption,
-    /// `numSCSIControllers`.
-    pub num_scsi_controllers: IntOption,
-    /// `numEthernetCards`.
-    pub num_ethernet_cards: IntOption,
-    /// `numVideoCards`.
-    pub num_video_cards: IntOption,
-    /// `numSoundCards`.
-    pub num_sound_cards: IntOption,
-    /// `numVmiRoms`.
-    pub num_vmi_roms: IntOption,
-    /// `numVmciDevices`.
-    pub num_vmci_devices: Option<IntOption>,
-    /// `numPCIPassthroughDevices`.
-    pub num_pci_passthrough_devices: Option<IntOption>,
-    /// `numSasSCSIControllers`.
-    pub num_sas_scsi_controllers: Option<IntOption>,
-    /// `numVmxnet3EthernetCards`.
-    pub num_vmxnet3_ethernet_cards: Option<IntOption>,
-    /// `numParaVirtualSCSIControllers`.
-    pub num_para_virtual_scsi_controllers: Option<IntOption>,
-    /// `numSATAControllers`.
-    pub num_sata_controllers: Option<IntOption>,
-    /// `numNVMEControllers`.
-    pub num_nvme_controllers: Option<IntOption>,
-    /// `numVmxnet3VrdmaEthernetCards`.
-    pub num_vmxnet3_vrdma_ethernet_cards: Option<IntOption>,
-}
-impl x::SchemaType for VirtualPCIControllerOption {
-    const TYPE_NAME: &'static str = "VirtualPCIControllerOption";
-}
-impl x::Structure for VirtualPCIControllerOption {}
-impl std::fmt::Debug for VirtualPCIControllerOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualPCIControllerOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualPCIControllerOption {
-    type Target = VirtualControllerOption;
-    #[inline]
-    fn deref(&self) -> &VirtualControllerOption {
-        &self.virtual_controller_option
-    }
-}
-impl std::ops::DerefMut for VirtualPCIControllerOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
-        &mut self.virtual_controller_option
-    }
-}
-impl x::Fields for VirtualPCIControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numSCSIControllers" => r.read(&mut self.num_scsi_controllers),
-            "numEthernetCards" => r.read(&mut self.num_ethernet_cards),
-            "numVideoCards" => r.read(&mut self.num_video_cards),
-            "numSoundCards" => r.read(&mut self.num_sound_cards),
-            "numVmiRoms" => r.read(&mut self.num_vmi_roms),
-            "numVmciDevices" => r.read_opt(&mut self.num_vmci_devices),
-            "numPCIPassthroughDevices" => {
-                r.read_opt(&mut self.num_pci_passthrough_devices)
-            }
-            "numSasSCSIControllers" => r.read_opt(&mut self.num_sas_scsi_controllers),
-            "numVmxnet3EthernetCards" => r.read_opt(&mut self.num_vmxnet3_ethernet_cards),
-            "numParaVirtualSCSIControllers" => {
-                r.read_opt(&mut self.num_para_virtual_scsi_controllers)
-            }
-            "numSATAControllers" => r.read_opt(&mut self.num_sata_controllers),
-            "numNVMEControllers" => r.read_opt(&mut self.num_nvme_controllers),
-            "numVmxnet3VrdmaEthernetCards" => {
-                r.read_opt(&mut self.num_vmxnet3_vrdma_ethernet_cards)
-            }
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_controller_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller_option, w);
-        w.write("numSCSIControllers", &self.num_scsi_controllers);
-        w.write("numEthernetCards", &self.num_ethernet_cards);
-        w.write("numVideoCards", &self.num_video_cards);
-        w.write("numSoundCards", &self.num_sound_cards);
-        w.write("numVmiRoms", &self.num_vmi_roms);
-        w.write_opt("numVmciDevices", &self.num_vmci_devices);
-        w.write_opt("numPCIPassthroughDevices", &self.num_pci_passthrough_devices);
-        w.write_opt("numSasSCSIControllers", &self.num_sas_scsi_controllers);
-        w.write_opt("numVmxnet3EthernetCards", &self.num_vmxnet3_ethernet_cards);
-        w.write_opt(
-            "numParaVirtualSCSIControllers",
-            &self.num_para_virtual_scsi_controllers,
-        );
-        w.write_opt("numSATAControllers", &self.num_sata_controllers);
-        w.write_opt("numNVMEControllers", &self.num_nvme_controllers);
-        w.write_opt(
-            "numVmxnet3VrdmaEthernetCards",
-            &self.num_vmxnet3_vrdma_ethernet_cards,
-        );
-    }
-}
-/// `VirtualPCIPassthrough` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualPCIPassthrough {
-    /// The fields `VirtualPCIPassthrough` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-}
-impl x::SchemaType for VirtualPCIPassthrough {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthrough";
-}
-impl x::Structure for VirtualPCIPassthrough {}
-impl std::fmt::Debug for VirtualPCIPassthrough {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualPCIPassthrough {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualPCIPassthrough {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualPCIPassthrough {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualPCIPassthrough {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-    }
-}
-/// `VirtualPCIPassthroughAllowedDevice` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct VirtualPCIPassthroughAllowedDevice {
-    /// `vendorId`.
-    pub vendor_id: i32,
-    /// `deviceId`.
-    pub device_id: i32,
-    /// `subVendorId`.
-    pub sub_vendor_id: Option<i32>,
-    /// `subDeviceId`.
-    pub sub_device_id: Option<i32>,
-    /// `revisionId`.
-    pub revision_id: Option<i16>,
-}
-impl x::SchemaType for VirtualPCIPassthroughAllowedDevice {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughAllowedDevice";
-}
-impl x::Structure for VirtualPCIPassthroughAllowedDevice {}
-impl std::fmt::Debug for VirtualPCIPassthroughAllowedDevice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualPCIPassthroughAllowedDevice {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for VirtualPCIPassthroughAllowedDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vendorId" => r.read(&mut self.vendor_id),
-            "deviceId" => r.read(&mut self.device_id),
-            "subVendorId" => r.read_opt(&mut self.sub_vendor_id),
-            "subDeviceId" => r.read_opt(&mut self.sub_device_id),
-            "revisionId" => r.read_opt(&mut self.revision_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vendorId", &self.vendor_id);
-        w.write("deviceId", &self.device_id);
-        w.write_opt("subVendorId", &self.sub_vendor_id);
-        w.write_opt("subDeviceId", &self.sub_device_id);
-        w.write_opt("revisionId", &self.revision_id);
-    }
-}
-impl x::ArrayItem for VirtualPCIPassthroughAllowedDevice {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualPCIPassthroughAllowedDevice";
-    const ITEM_TAG: &'static str = "VirtualPCIPassthroughAllowedDevice";
-}
-/// `VirtualPCIPassthroughDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualPCIPassthroughDeviceBackingInfo {
-    /// The fields `VirtualPCIPassthroughDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
-    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
-    /// `id`.
-    pub id: String,
-    /// `deviceId`.
-    pub device_id: String,
-    /// `systemId`.
-    pub system_id: String,
-    /// `vendorId`.
-    pub vendor_id: i16,
-}
-impl x::SchemaType for VirtualPCIPassthroughDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDeviceBackingInfo";
-}
-impl x::Structure for VirtualPCIPassthroughDeviceBackingInfo {}
-impl std::fmt::Debug for VirtualPCIPassthroughDeviceBackingInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualPCIPassthroughDeviceBackingInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualPCIPassthroughDeviceBackingInfo {
-    type Target = VirtualDeviceDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
-        &self.virtual_device_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualPCIPassthroughDeviceBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
-        &mut self.virtual_device_device_backing_info
-    }
-}
-impl x::Fields for VirtualPCIPassthroughDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "deviceId" => r.read(&mut self.device_id),
-            "systemId" => r.read(&mut self.system_id),
-            "vendorId" => r.read(&mut self.vendor_id),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_device_backing_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
-        w.write("id", &self.id);
-        w.write("deviceId", &self.device_id);
-        w.write("systemId", &self.system_id);
-        w.write("vendorId", &self.vendor_id);
-    }
-}
-/// `VirtualPCIPassthroughDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualPCIPassthroughDeviceBackingOption {
-    /// The fields `VirtualPCIPassthroughDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
-    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
-}
-impl x::SchemaType for VirtualPCIPassthroughDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDeviceBackingOption";
-}
-impl x::Structure for VirtualPCIPassthroughDeviceBackingOption {}
-impl std::fmt::Debug for VirtualPCIPassthroughDeviceBackingOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualPCIPassthroughDeviceBackingOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualPCIPassthroughDeviceBackingOption {
-    type Target = VirtualDeviceDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
-        &self.virtual_device_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualPCIPassthroughDeviceBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
-        &mut self.virtual_device_device_backing_option
-    }
-}
-impl x::Fields for VirtualPCIPassthroughDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
-    }
-}
-/// `VirtualPCIPassthroughDvxBackingInfo` (extends `VirtualDeviceBackingInfo`).
-///
-/// Since vSphere API 8.0.0.1.
-#[derive(Default)]
-pub struct VirtualPCIPassthroughDvxBackingInfo {
-    /// `deviceClass`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_class: Option<String>,
-    /// `configParams`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub config_params: Vec<AnyOptionValue>,
-}
-impl x::SchemaType for VirtualPCIPassthroughDvxBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDvxBackingInfo";
-}
-impl x::Structure for VirtualPCIPassthroughDvxBackingInfo {}
-impl std::fmt::Debug for VirtualPCIPassthroughDvxBackingInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualPCIPassthroughDvxBackingInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for VirtualPCIPassthroughDvxBackingInfo {
-    fn clone(&self) -> Self {
-        Self {
-            device_class: self.device_class.clone(),
-            config_params: x::clone_vec(&self.config_params),
-        }
-    }
-}
-impl x::Fields for VirtualPCIPassthroughDvxBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceClass" => r.read_opt(&mut self.device_class),
-            "configParams" => r.read_push(&mut self.config_params),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type VirtualPCIPassthroughDvxBackingInfo", true);
-        w.write_opt("deviceClass", &self.device_class);
-        w.write_vec("configParams", &self.config_params);
-    }
-}
-/// `VirtualPCIPassthroughDvxBackingOption` (extends `VirtualDeviceBackingOption`).
-///
-/// Since vSphere API 8.0.0.1.
-///
-/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualPCIPassthroughDvxBackingOption {
-    /// The fields `VirtualPCIPassthroughDvxBackingOption` inherits from `VirtualDeviceBackingOption`.
-    pub virtual_device_backing_option: VirtualDeviceBackingOption,
-}
-impl x::SchemaType for VirtualPCIPassthroughDvxBackingOption {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDvxBackingOption";
-}
-impl x::Structure for VirtualPCIPassthroughDvxBackingOption {}
-impl std::fmt::Debug for VirtualPCIPassthroughDvxBackingOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualPCIPassthroughDvxBackingOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualPCIPassthroughDvxBackingOption {
-    type Target = VirtualDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceBackingOption {
-        &self.virtual_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualPCIPassthroughDvxBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
-        &mut self.virtual_device_backing_option
-    }
-}
-impl x::Fields for VirtualPCIPassthroughDvxBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type VirtualPCIPassthroughDvxBackingOption", true);
-        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
-    }
-}
-/// `VirtualPCIPassthroughDynamicBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Default)]
-pub struct VirtualPCIPassthroughDynamicBackingInfo {
-    /// The fields `VirtualPCIPassthroughDynamicBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
-    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
-    /// `allowedDevice`.
-    pub allowed_device: Vec<VirtualPCIPassthroughAllowedDevice>,
-    /// `customLabel`.
-    pub custom_label: Option<String>,
-    /// `assignedId`.
-    pub assigned_id: Option<String>,
-}
-impl x::SchemaType for VirtualPCIPassthroughDynamicBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDynamicBackingInfo";
-}
-impl x::Structure for VirtualPCIPassthroughDynamicBackingInfo {}
-impl std::fmt::Debug for VirtualPCIPassthroughDynamicBackingInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualPCIPassthroughDynamicBackingInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for VirtualPCIPassthroughDynamicBackingInfo {
-    fn clone(&self) -> Self {
-        Self {
-            virtual_device_device_backing_info: self
-                .virtual_device_device_backing_info
-                .clone(),
-            allowed_device: x::clone_vec(&self.allowed_device),
-            custom_label: self.custom_label.clone(),
-            assigned_id: self.assigned_id.clone(),
-        }
-    }
-}
-impl std::ops::Deref for VirtualPCIPassthroughDynamicBackingInfo {
-    type Target = VirtualDeviceDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
-        &self.virtual_device_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualPCIPassthroughDynamicBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
-        &mut self.virtual_device_device_backing_info
-    }
-}
-impl x::Fields for VirtualPCIPassthroughDynamicBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "allowedDevice" => r.read_push(&mut self.allowed_device),
-            "customLabel" => r.read_opt(&mut self.custom_label),
-            "assignedId" => r.read_opt(&mut self.assigned_id),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_device_backing_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
-        w.write_vec("allowedDevice", &self.allowed_device);
-        w.write_opt("customLabel", &self.custom_label);
-        w.write_opt("assignedId", &self.assigned_id);
-    }
-}
-/// `VirtualPCIPassthroughDynamicBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualPCIPassthroughDynamicBackingOption {
-    /// The fields `VirtualPCIPassthroughDynamicBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
-    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
-}
-impl x::SchemaType for VirtualPCIPassthroughDynamicBackingOption {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDynamicBackingOption";
-}
-impl x::Structure for VirtualPCIPassthroughDynamicBackingOption {}
-impl std::fmt::Debug for VirtualPCIPassthroughDynamicBackingOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualPCIPassthroughDynamicBackingOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualPCIPassthroughDynamicBackingOption {
-    type Target = VirtualDeviceDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
-        &self.virtual_device_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualPCIPassthroughDynamicBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
-        &mut self.virtual_device_device_backing_option
-    }
-}
-impl x::Fields for VirtualPCIPassthroughDynamicBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
-    }
-}
-/// `VirtualPCIPassthroughOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualPCIPassthroughOption {
-    /// The fields `VirtualPCIPassthroughOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-}
-impl x::SchemaType for VirtualPCIPassthroughOption {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughOption";
-}
-impl x::Structure for VirtualPCIPassthroughOption {}
-impl std::fmt::Debug for VirtualPCIPassthroughOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualPCIPassthroughOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualPCIPassthroughOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualPCIPassthroughOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualPCIPassthroughOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-    }
-}
-/// `VirtualPCIPassthroughPluginBackingInfo` (extends `VirtualDeviceBackingInfo`).
-#[derive(Clone, Default)]
-pub struct VirtualPCIPassthroughPluginBackingInfo {}
-impl x::SchemaType for VirtualPCIPassthroughPluginBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughPluginBackingInfo";
-}
-impl x::Structure for VirtualPCIPassthroughPluginBackingInfo {}
-impl std::fmt::Debug for VirtualPCIPassthroughPluginBackingInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualPCIPassthroughPluginBackingInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for VirtualPCIPassthroughPluginBackingInfo {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualPCIPassthroughPluginBackingOption` (extends `VirtualDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualPCIPassthroughPluginBackingOption {
-    /// The fields `VirtualPCIPassthroughPluginBackingOption` inherits from `VirtualDeviceBackingOption`.
-    pub virtual_device_backing_option: VirtualDeviceBackingOption,
-}
-impl x::SchemaType for VirtualPCIPassthroughPluginBackingOption {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughPluginBackingOption";
-}
-impl x::Structure for VirtualPCIPassthroughPluginBackingOption {}
-impl std::fmt::Debug for VirtualPCIPassthroughPluginBackingOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualPCIPassthroughPluginBackingOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualPCIPassthroughPluginBackingOption {
-    type Target = VirtualDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceBackingOption {
-        &self.virtual_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualPCIPassthroughPluginBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
-        &mut self.virtual_device_backing_option
-    }
-}
-impl x::Fields for VirtualPCIPassthroughPluginBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
-    }
-}
-/// `VirtualPCIPassthroughVmiopBackingInfo` (extends `VirtualPCIPassthroughPluginBackingInfo`).
-#[derive(Clone, Default)]
-pub struct VirtualPCIPassthroughVmiopBackingInfo {
-    /// `vgpu`.
-    pub vgpu: Option<String>,
-    /// `vgpuMigrateDataSizeMB`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub vgpu_migrate_data_size_mb: Option<i32>,
-    /// `migrateSupported`.
-    pub migrate_supported: Option<bool>,
-    /// `enhancedMigrateCapability`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub enhanced_migrate_capability: Option<bool>,
-}
-impl x::SchemaType for VirtualPCIPassthroughVmiopBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughVmiopBackingInfo";
-}
-impl x::Structure for VirtualPCIPassthroughVmiopBackingInfo {}
-impl std::fmt::Debug for VirtualPCIPassthroughVmiopBackingInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualPCIPassthroughVmiopBackingInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for VirtualPCIPassthroughVmiopBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vgpu" => r.read_opt(&mut self.vgpu),
-            "vgpuMigrateDataSizeMB" => r.read_opt(&mut self.vgpu_migrate_data_size_mb),
-            "migrateSupported" => r.read_opt(&mut self.migrate_supported),
-            "enhancedMigrateCapability" => {
-                r.read_opt(&mut self.enhanced_migrate_capability)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("vgpu", &self.vgpu);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualPCIPassthroughVmiopBackingInfo.vgpuMigrateDataSizeMB",
-                self.vgpu_migrate_data_size_mb.is_some(),
-            )
-        {
-            w.write_opt("vgpuMigrateDataSizeMB", &self.vgpu_migrate_data_size_mb);
-        }
-        w.write_opt("migrateSupported", &self.migrate_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualPCIPassthroughVmiopBackingInfo.enhancedMigrateCapability",
-                self.enhanced_migrate_capability.is_some(),
-            )
-        {
-            w.write_opt("enhancedMigrateCapability", &self.enhanced_migrate_capability);
-        }
-    }
-}
-/// `VirtualPCIPassthroughVmiopBackingOption` (extends `VirtualPCIPassthroughPluginBackingOption`).
-///
-/// The fields of `VirtualPCIPassthroughPluginBackingOption` are in `virtual_pci_passthrough_plugin_backing_option`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualPCIPassthroughVmiopBackingOption {
-    /// The fields `VirtualPCIPassthroughVmiopBackingOption` inherits from `VirtualPCIPassthroughPluginBackingOption`.
-    pub virtual_pci_passthrough_plugin_backing_option: VirtualPCIPassthroughPluginBackingOption,
-    /// `vgpu`.
-    pub vgpu: StringOption,
-    /// `maxInstances`.
-    pub max_instances: i32,
-}
-impl x::SchemaType for VirtualPCIPassthroughVmiopBackingOption {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughVmiopBackingOption";
-}
-impl x::Structure for VirtualPCIPassthroughVmiopBackingOption {}
-impl std::fmt::Debug for VirtualPCIPassthroughVmiopBackingOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualPCIPassthroughVmiopBackingOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualPCIPassthroughVmiopBackingOption {
-    type Target = VirtualPCIPassthroughPluginBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualPCIPassthroughPluginBackingOption {
-        &self.virtual_pci_passthrough_plugin_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualPCIPassthroughVmiopBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualPCIPassthroughPluginBackingOption {
-        &mut self.virtual_pci_passthrough_plugin_backing_option
-    }
-}
-impl x::Fields for VirtualPCIPassthroughVmiopBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vgpu" => r.read(&mut self.vgpu),
-            "maxInstances" => r.read(&mut self.max_instances),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_pci_passthrough_plugin_backing_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_pci_passthrough_plugin_backing_option, w);
-        w.write("vgpu", &self.vgpu);
-        w.write("maxInstances", &self.max_instances);
-    }
-}
-/// `VirtualPCNet32` (extends `VirtualEthernetCard`).
-///
-/// The fields of `VirtualEthernetCard` are in `virtual_ethernet_card`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualPCNet32 {
-    /// The fields `VirtualPCNet32` inherits from `VirtualEthernetCard`.
-    pub virtual_ethernet_card: VirtualEthernetCard,
-}
-impl x::SchemaType for VirtualPCNet32 {
-    const TYPE_NAME: &'static str = "VirtualPCNet32";
-}
-impl x::Structure for VirtualPCNet32 {}
-impl std::fmt::Debug for VirtualPCNet32 {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualPCNet32 {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualPCNet32 {
-    type Target = VirtualEthernetCard;
-    #[inline]
-    fn deref(&self) -> &VirtualEthernetCard {
-        &self.virtual_ethernet_card
-    }
-}
-impl std::ops::DerefMut for VirtualPCNet32 {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualEthernetCard {
-        &mut self.virtual_ethernet_card
-    }
-}
-impl x::Fields for VirtualPCNet32 {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_ethernet_card, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_ethernet_card, w);
     }
 }

@@ -5,6 +5,1417 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualNVDIMMBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+///
+/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualNVDIMMBackingInfo {
+    /// The fields `VirtualNVDIMMBackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
+    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
+    /// `parent`.
+    pub parent: Option<Box<VirtualNVDIMMBackingInfo>>,
+    /// `changeId`.
+    pub change_id: Option<String>,
+}
+impl x::SchemaType for VirtualNVDIMMBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualNVDIMMBackingInfo";
+}
+impl x::Structure for VirtualNVDIMMBackingInfo {}
+impl std::fmt::Debug for VirtualNVDIMMBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualNVDIMMBackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualNVDIMMBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualNVDIMMBackingInfo {
+    type Target = VirtualDeviceFileBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
+        &self.virtual_device_file_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualNVDIMMBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
+        &mut self.virtual_device_file_backing_info
+    }
+}
+impl x::Fields for VirtualNVDIMMBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "parent" => r.read_opt_box(&mut self.parent),
+            "changeId" => r.read_opt(&mut self.change_id),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_file_backing_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
+        w.write_opt_box("parent", &self.parent);
+        w.write_opt("changeId", &self.change_id);
+    }
+}
+/// `VirtualNVDIMMController` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualNVDIMMController {
+    /// The fields `VirtualNVDIMMController` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
+}
+impl x::SchemaType for VirtualNVDIMMController {
+    const TYPE_NAME: &'static str = "VirtualNVDIMMController";
+}
+impl x::Structure for VirtualNVDIMMController {}
+impl std::fmt::Debug for VirtualNVDIMMController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualNVDIMMController", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualNVDIMMController {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualNVDIMMController {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualNVDIMMController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
+impl x::Fields for VirtualNVDIMMController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_controller, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+    }
+}
+/// `VirtualNVDIMMControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualNVDIMMControllerOption {
+    /// The fields `VirtualNVDIMMControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `numNVDIMMControllers`.
+    pub num_nvdimm_controllers: IntOption,
+}
+impl x::SchemaType for VirtualNVDIMMControllerOption {
+    const TYPE_NAME: &'static str = "VirtualNVDIMMControllerOption";
+}
+impl x::Structure for VirtualNVDIMMControllerOption {}
+impl std::fmt::Debug for VirtualNVDIMMControllerOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualNVDIMMControllerOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualNVDIMMControllerOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualNVDIMMControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualNVDIMMControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualNVDIMMControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numNVDIMMControllers" => r.read(&mut self.num_nvdimm_controllers),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("numNVDIMMControllers", &self.num_nvdimm_controllers);
+    }
+}
+/// `VirtualNVDIMMOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualNVDIMMOption {
+    /// The fields `VirtualNVDIMMOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+    /// `capacityInMB`.
+    pub capacity_in_mb: LongOption,
+    /// `growable`.
+    pub growable: bool,
+    /// `hotGrowable`.
+    pub hot_growable: bool,
+    /// `granularityInMB`.
+    pub granularity_in_mb: i64,
+}
+impl x::SchemaType for VirtualNVDIMMOption {
+    const TYPE_NAME: &'static str = "VirtualNVDIMMOption";
+}
+impl x::Structure for VirtualNVDIMMOption {}
+impl std::fmt::Debug for VirtualNVDIMMOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualNVDIMMOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualNVDIMMOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualNVDIMMOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualNVDIMMOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualNVDIMMOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "capacityInMB" => r.read(&mut self.capacity_in_mb),
+            "growable" => r.read(&mut self.growable),
+            "hotGrowable" => r.read(&mut self.hot_growable),
+            "granularityInMB" => r.read(&mut self.granularity_in_mb),
+            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+        w.write("capacityInMB", &self.capacity_in_mb);
+        w.write("growable", &self.growable);
+        w.write("hotGrowable", &self.hot_growable);
+        w.write("granularityInMB", &self.granularity_in_mb);
+    }
+}
+/// `VirtualNVMEController` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualNVMEController {
+    /// The fields `VirtualNVMEController` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
+    /// `sharedBus`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub shared_bus: Option<String>,
+}
+impl x::SchemaType for VirtualNVMEController {
+    const TYPE_NAME: &'static str = "VirtualNVMEController";
+}
+impl x::Structure for VirtualNVMEController {}
+impl std::fmt::Debug for VirtualNVMEController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualNVMEController", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualNVMEController {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualNVMEController {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualNVMEController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
+impl x::Fields for VirtualNVMEController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "sharedBus" => r.read_opt(&mut self.shared_bus),
+            _ => return x::Fields::decode_field(&mut self.virtual_controller, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+        if w
+            .since(
+                0x0800_0200,
+                "VirtualNVMEController.sharedBus",
+                self.shared_bus.is_some(),
+            )
+        {
+            w.write_opt("sharedBus", &self.shared_bus);
+        }
+    }
+}
+/// `VirtualNVMEControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VirtualNVMEControllerOption {
+    /// The fields `VirtualNVMEControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `numNVMEDisks`.
+    pub num_nvme_disks: IntOption,
+    /// `sharing`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub sharing: Vec<String>,
+}
+impl x::SchemaType for VirtualNVMEControllerOption {
+    const TYPE_NAME: &'static str = "VirtualNVMEControllerOption";
+}
+impl x::Structure for VirtualNVMEControllerOption {}
+impl std::fmt::Debug for VirtualNVMEControllerOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualNVMEControllerOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualNVMEControllerOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualNVMEControllerOption {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_controller_option: self.virtual_controller_option.clone(),
+            num_nvme_disks: self.num_nvme_disks.clone(),
+            sharing: x::clone_vec(&self.sharing),
+        }
+    }
+}
+impl std::ops::Deref for VirtualNVMEControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualNVMEControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualNVMEControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numNVMEDisks" => r.read(&mut self.num_nvme_disks),
+            "sharing" => r.read_push(&mut self.sharing),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("numNVMEDisks", &self.num_nvme_disks);
+        if w
+            .since(
+                0x0800_0200,
+                "VirtualNVMEControllerOption.sharing",
+                !self.sharing.is_empty(),
+            )
+        {
+            w.write_vec("sharing", &self.sharing);
+        }
+    }
+}
+/// `VirtualNicManagerNetConfig` (extends `DynamicData`).
+#[derive(Default)]
+pub struct VirtualNicManagerNetConfig {
+    /// `nicType`.
+    pub nic_type: String,
+    /// `multiSelectAllowed`.
+    pub multi_select_allowed: bool,
+    /// `candidateVnic`.
+    pub candidate_vnic: Vec<HostVirtualNic>,
+    /// `selectedVnic`.
+    pub selected_vnic: Vec<String>,
+}
+impl x::SchemaType for VirtualNicManagerNetConfig {
+    const TYPE_NAME: &'static str = "VirtualNicManagerNetConfig";
+}
+impl x::Structure for VirtualNicManagerNetConfig {}
+impl std::fmt::Debug for VirtualNicManagerNetConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualNicManagerNetConfig", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualNicManagerNetConfig {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualNicManagerNetConfig {
+    fn clone(&self) -> Self {
+        Self {
+            nic_type: self.nic_type.clone(),
+            multi_select_allowed: self.multi_select_allowed,
+            candidate_vnic: x::clone_vec(&self.candidate_vnic),
+            selected_vnic: x::clone_vec(&self.selected_vnic),
+        }
+    }
+}
+impl x::Fields for VirtualNicManagerNetConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "nicType" => r.read(&mut self.nic_type),
+            "multiSelectAllowed" => r.read(&mut self.multi_select_allowed),
+            "candidateVnic" => r.read_push(&mut self.candidate_vnic),
+            "selectedVnic" => r.read_push(&mut self.selected_vnic),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("nicType", &self.nic_type);
+        w.write("multiSelectAllowed", &self.multi_select_allowed);
+        w.write_vec("candidateVnic", &self.candidate_vnic);
+        w.write_vec("selectedVnic", &self.selected_vnic);
+    }
+}
+impl x::ArrayItem for VirtualNicManagerNetConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualNicManagerNetConfig";
+    const ITEM_TAG: &'static str = "VirtualNicManagerNetConfig";
+}
+/// `VirtualPCIController` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPCIController {
+    /// The fields `VirtualPCIController` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
+}
+impl x::SchemaType for VirtualPCIController {
+    const TYPE_NAME: &'static str = "VirtualPCIController";
+}
+impl x::Structure for VirtualPCIController {}
+impl std::fmt::Debug for VirtualPCIController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPCIController", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPCIController {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPCIController {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualPCIController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
+impl x::Fields for VirtualPCIController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_controller, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+    }
+}
+/// `VirtualPCIControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPCIControllerOption {
+    /// The fields `VirtualPCIControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `numSCSIControllers`.
+    pub num_scsi_controllers: IntOption,
+    /// `numEthernetCards`.
+    pub num_ethernet_cards: IntOption,
+    /// `numVideoCards`.
+    pub num_video_cards: IntOption,
+    /// `numSoundCards`.
+    pub num_sound_cards: IntOption,
+    /// `numVmiRoms`.
+    pub num_vmi_roms: IntOption,
+    /// `numVmciDevices`.
+    pub num_vmci_devices: Option<IntOption>,
+    /// `numPCIPassthroughDevices`.
+    pub num_pci_passthrough_devices: Option<IntOption>,
+    /// `numSasSCSIControllers`.
+    pub num_sas_scsi_controllers: Option<IntOption>,
+    /// `numVmxnet3EthernetCards`.
+    pub num_vmxnet3_ethernet_cards: Option<IntOption>,
+    /// `numParaVirtualSCSIControllers`.
+    pub num_para_virtual_scsi_controllers: Option<IntOption>,
+    /// `numSATAControllers`.
+    pub num_sata_controllers: Option<IntOption>,
+    /// `numNVMEControllers`.
+    pub num_nvme_controllers: Option<IntOption>,
+    /// `numVmxnet3VrdmaEthernetCards`.
+    pub num_vmxnet3_vrdma_ethernet_cards: Option<IntOption>,
+}
+impl x::SchemaType for VirtualPCIControllerOption {
+    const TYPE_NAME: &'static str = "VirtualPCIControllerOption";
+}
+impl x::Structure for VirtualPCIControllerOption {}
+impl std::fmt::Debug for VirtualPCIControllerOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPCIControllerOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPCIControllerOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPCIControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCIControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualPCIControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numSCSIControllers" => r.read(&mut self.num_scsi_controllers),
+            "numEthernetCards" => r.read(&mut self.num_ethernet_cards),
+            "numVideoCards" => r.read(&mut self.num_video_cards),
+            "numSoundCards" => r.read(&mut self.num_sound_cards),
+            "numVmiRoms" => r.read(&mut self.num_vmi_roms),
+            "numVmciDevices" => r.read_opt(&mut self.num_vmci_devices),
+            "numPCIPassthroughDevices" => {
+                r.read_opt(&mut self.num_pci_passthrough_devices)
+            }
+            "numSasSCSIControllers" => r.read_opt(&mut self.num_sas_scsi_controllers),
+            "numVmxnet3EthernetCards" => r.read_opt(&mut self.num_vmxnet3_ethernet_cards),
+            "numParaVirtualSCSIControllers" => {
+                r.read_opt(&mut self.num_para_virtual_scsi_controllers)
+            }
+            "numSATAControllers" => r.read_opt(&mut self.num_sata_controllers),
+            "numNVMEControllers" => r.read_opt(&mut self.num_nvme_controllers),
+            "numVmxnet3VrdmaEthernetCards" => {
+                r.read_opt(&mut self.num_vmxnet3_vrdma_ethernet_cards)
+            }
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("numSCSIControllers", &self.num_scsi_controllers);
+        w.write("numEthernetCards", &self.num_ethernet_cards);
+        w.write("numVideoCards", &self.num_video_cards);
+        w.write("numSoundCards", &self.num_sound_cards);
+        w.write("numVmiRoms", &self.num_vmi_roms);
+        w.write_opt("numVmciDevices", &self.num_vmci_devices);
+        w.write_opt("numPCIPassthroughDevices", &self.num_pci_passthrough_devices);
+        w.write_opt("numSasSCSIControllers", &self.num_sas_scsi_controllers);
+        w.write_opt("numVmxnet3EthernetCards", &self.num_vmxnet3_ethernet_cards);
+        w.write_opt(
+            "numParaVirtualSCSIControllers",
+            &self.num_para_virtual_scsi_controllers,
+        );
+        w.write_opt("numSATAControllers", &self.num_sata_controllers);
+        w.write_opt("numNVMEControllers", &self.num_nvme_controllers);
+        w.write_opt(
+            "numVmxnet3VrdmaEthernetCards",
+            &self.num_vmxnet3_vrdma_ethernet_cards,
+        );
+    }
+}
+/// `VirtualPCIPassthrough` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPCIPassthrough {
+    /// The fields `VirtualPCIPassthrough` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+}
+impl x::SchemaType for VirtualPCIPassthrough {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthrough";
+}
+impl x::Structure for VirtualPCIPassthrough {}
+impl std::fmt::Debug for VirtualPCIPassthrough {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPCIPassthrough", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPCIPassthrough {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPCIPassthrough {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthrough {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualPCIPassthrough {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+    }
+}
+/// `VirtualPCIPassthroughAllowedDevice` (extends `DynamicData`).
+#[derive(Clone, Default)]
+pub struct VirtualPCIPassthroughAllowedDevice {
+    /// `vendorId`.
+    pub vendor_id: i32,
+    /// `deviceId`.
+    pub device_id: i32,
+    /// `subVendorId`.
+    pub sub_vendor_id: Option<i32>,
+    /// `subDeviceId`.
+    pub sub_device_id: Option<i32>,
+    /// `revisionId`.
+    pub revision_id: Option<i16>,
+}
+impl x::SchemaType for VirtualPCIPassthroughAllowedDevice {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughAllowedDevice";
+}
+impl x::Structure for VirtualPCIPassthroughAllowedDevice {}
+impl std::fmt::Debug for VirtualPCIPassthroughAllowedDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPCIPassthroughAllowedDevice", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPCIPassthroughAllowedDevice {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualPCIPassthroughAllowedDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vendorId" => r.read(&mut self.vendor_id),
+            "deviceId" => r.read(&mut self.device_id),
+            "subVendorId" => r.read_opt(&mut self.sub_vendor_id),
+            "subDeviceId" => r.read_opt(&mut self.sub_device_id),
+            "revisionId" => r.read_opt(&mut self.revision_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vendorId", &self.vendor_id);
+        w.write("deviceId", &self.device_id);
+        w.write_opt("subVendorId", &self.sub_vendor_id);
+        w.write_opt("subDeviceId", &self.sub_device_id);
+        w.write_opt("revisionId", &self.revision_id);
+    }
+}
+impl x::ArrayItem for VirtualPCIPassthroughAllowedDevice {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualPCIPassthroughAllowedDevice";
+    const ITEM_TAG: &'static str = "VirtualPCIPassthroughAllowedDevice";
+}
+/// `VirtualPCIPassthroughDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPCIPassthroughDeviceBackingInfo {
+    /// The fields `VirtualPCIPassthroughDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+    /// `id`.
+    pub id: String,
+    /// `deviceId`.
+    pub device_id: String,
+    /// `systemId`.
+    pub system_id: String,
+    /// `vendorId`.
+    pub vendor_id: i16,
+}
+impl x::SchemaType for VirtualPCIPassthroughDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDeviceBackingInfo";
+}
+impl x::Structure for VirtualPCIPassthroughDeviceBackingInfo {}
+impl std::fmt::Debug for VirtualPCIPassthroughDeviceBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPCIPassthroughDeviceBackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPCIPassthroughDeviceBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPCIPassthroughDeviceBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughDeviceBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualPCIPassthroughDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "deviceId" => r.read(&mut self.device_id),
+            "systemId" => r.read(&mut self.system_id),
+            "vendorId" => r.read(&mut self.vendor_id),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_device_backing_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+        w.write("id", &self.id);
+        w.write("deviceId", &self.device_id);
+        w.write("systemId", &self.system_id);
+        w.write("vendorId", &self.vendor_id);
+    }
+}
+/// `VirtualPCIPassthroughDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPCIPassthroughDeviceBackingOption {
+    /// The fields `VirtualPCIPassthroughDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+}
+impl x::SchemaType for VirtualPCIPassthroughDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDeviceBackingOption";
+}
+impl x::Structure for VirtualPCIPassthroughDeviceBackingOption {}
+impl std::fmt::Debug for VirtualPCIPassthroughDeviceBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualPCIPassthroughDeviceBackingOption",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualPCIPassthroughDeviceBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPCIPassthroughDeviceBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughDeviceBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualPCIPassthroughDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+    }
+}
+/// `VirtualPCIPassthroughDvxBackingInfo` (extends `VirtualDeviceBackingInfo`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Default)]
+pub struct VirtualPCIPassthroughDvxBackingInfo {
+    /// `deviceClass`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_class: Option<String>,
+    /// `configParams`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub config_params: Vec<AnyOptionValue>,
+}
+impl x::SchemaType for VirtualPCIPassthroughDvxBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDvxBackingInfo";
+}
+impl x::Structure for VirtualPCIPassthroughDvxBackingInfo {}
+impl std::fmt::Debug for VirtualPCIPassthroughDvxBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPCIPassthroughDvxBackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPCIPassthroughDvxBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualPCIPassthroughDvxBackingInfo {
+    fn clone(&self) -> Self {
+        Self {
+            device_class: self.device_class.clone(),
+            config_params: x::clone_vec(&self.config_params),
+        }
+    }
+}
+impl x::Fields for VirtualPCIPassthroughDvxBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceClass" => r.read_opt(&mut self.device_class),
+            "configParams" => r.read_push(&mut self.config_params),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualPCIPassthroughDvxBackingInfo", true);
+        w.write_opt("deviceClass", &self.device_class);
+        w.write_vec("configParams", &self.config_params);
+    }
+}
+/// `VirtualPCIPassthroughDvxBackingOption` (extends `VirtualDeviceBackingOption`).
+///
+/// Since vSphere API 8.0.0.1.
+///
+/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPCIPassthroughDvxBackingOption {
+    /// The fields `VirtualPCIPassthroughDvxBackingOption` inherits from `VirtualDeviceBackingOption`.
+    pub virtual_device_backing_option: VirtualDeviceBackingOption,
+}
+impl x::SchemaType for VirtualPCIPassthroughDvxBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDvxBackingOption";
+}
+impl x::Structure for VirtualPCIPassthroughDvxBackingOption {}
+impl std::fmt::Debug for VirtualPCIPassthroughDvxBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPCIPassthroughDvxBackingOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPCIPassthroughDvxBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPCIPassthroughDvxBackingOption {
+    type Target = VirtualDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceBackingOption {
+        &self.virtual_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughDvxBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
+        &mut self.virtual_device_backing_option
+    }
+}
+impl x::Fields for VirtualPCIPassthroughDvxBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualPCIPassthroughDvxBackingOption", true);
+        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
+    }
+}
+/// `VirtualPCIPassthroughDynamicBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VirtualPCIPassthroughDynamicBackingInfo {
+    /// The fields `VirtualPCIPassthroughDynamicBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+    /// `allowedDevice`.
+    pub allowed_device: Vec<VirtualPCIPassthroughAllowedDevice>,
+    /// `customLabel`.
+    pub custom_label: Option<String>,
+    /// `assignedId`.
+    pub assigned_id: Option<String>,
+}
+impl x::SchemaType for VirtualPCIPassthroughDynamicBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDynamicBackingInfo";
+}
+impl x::Structure for VirtualPCIPassthroughDynamicBackingInfo {}
+impl std::fmt::Debug for VirtualPCIPassthroughDynamicBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualPCIPassthroughDynamicBackingInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualPCIPassthroughDynamicBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualPCIPassthroughDynamicBackingInfo {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_device_device_backing_info: self
+                .virtual_device_device_backing_info
+                .clone(),
+            allowed_device: x::clone_vec(&self.allowed_device),
+            custom_label: self.custom_label.clone(),
+            assigned_id: self.assigned_id.clone(),
+        }
+    }
+}
+impl std::ops::Deref for VirtualPCIPassthroughDynamicBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughDynamicBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualPCIPassthroughDynamicBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "allowedDevice" => r.read_push(&mut self.allowed_device),
+            "customLabel" => r.read_opt(&mut self.custom_label),
+            "assignedId" => r.read_opt(&mut self.assigned_id),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_device_backing_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+        w.write_vec("allowedDevice", &self.allowed_device);
+        w.write_opt("customLabel", &self.custom_label);
+        w.write_opt("assignedId", &self.assigned_id);
+    }
+}
+/// `VirtualPCIPassthroughDynamicBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPCIPassthroughDynamicBackingOption {
+    /// The fields `VirtualPCIPassthroughDynamicBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+}
+impl x::SchemaType for VirtualPCIPassthroughDynamicBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDynamicBackingOption";
+}
+impl x::Structure for VirtualPCIPassthroughDynamicBackingOption {}
+impl std::fmt::Debug for VirtualPCIPassthroughDynamicBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualPCIPassthroughDynamicBackingOption",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualPCIPassthroughDynamicBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPCIPassthroughDynamicBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughDynamicBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualPCIPassthroughDynamicBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+    }
+}
+/// `VirtualPCIPassthroughOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPCIPassthroughOption {
+    /// The fields `VirtualPCIPassthroughOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+}
+impl x::SchemaType for VirtualPCIPassthroughOption {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughOption";
+}
+impl x::Structure for VirtualPCIPassthroughOption {}
+impl std::fmt::Debug for VirtualPCIPassthroughOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPCIPassthroughOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPCIPassthroughOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPCIPassthroughOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualPCIPassthroughOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+    }
+}
+/// `VirtualPCIPassthroughPluginBackingInfo` (extends `VirtualDeviceBackingInfo`).
+#[derive(Clone, Default)]
+pub struct VirtualPCIPassthroughPluginBackingInfo {}
+impl x::SchemaType for VirtualPCIPassthroughPluginBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughPluginBackingInfo";
+}
+impl x::Structure for VirtualPCIPassthroughPluginBackingInfo {}
+impl std::fmt::Debug for VirtualPCIPassthroughPluginBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPCIPassthroughPluginBackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPCIPassthroughPluginBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualPCIPassthroughPluginBackingInfo {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualPCIPassthroughPluginBackingOption` (extends `VirtualDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPCIPassthroughPluginBackingOption {
+    /// The fields `VirtualPCIPassthroughPluginBackingOption` inherits from `VirtualDeviceBackingOption`.
+    pub virtual_device_backing_option: VirtualDeviceBackingOption,
+}
+impl x::SchemaType for VirtualPCIPassthroughPluginBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughPluginBackingOption";
+}
+impl x::Structure for VirtualPCIPassthroughPluginBackingOption {}
+impl std::fmt::Debug for VirtualPCIPassthroughPluginBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualPCIPassthroughPluginBackingOption",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualPCIPassthroughPluginBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPCIPassthroughPluginBackingOption {
+    type Target = VirtualDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceBackingOption {
+        &self.virtual_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughPluginBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
+        &mut self.virtual_device_backing_option
+    }
+}
+impl x::Fields for VirtualPCIPassthroughPluginBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
+    }
+}
+/// `VirtualPCIPassthroughVmiopBackingInfo` (extends `VirtualPCIPassthroughPluginBackingInfo`).
+#[derive(Clone, Default)]
+pub struct VirtualPCIPassthroughVmiopBackingInfo {
+    /// `vgpu`.
+    pub vgpu: Option<String>,
+    /// `vgpuMigrateDataSizeMB`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub vgpu_migrate_data_size_mb: Option<i32>,
+    /// `migrateSupported`.
+    pub migrate_supported: Option<bool>,
+    /// `enhancedMigrateCapability`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub enhanced_migrate_capability: Option<bool>,
+}
+impl x::SchemaType for VirtualPCIPassthroughVmiopBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughVmiopBackingInfo";
+}
+impl x::Structure for VirtualPCIPassthroughVmiopBackingInfo {}
+impl std::fmt::Debug for VirtualPCIPassthroughVmiopBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPCIPassthroughVmiopBackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPCIPassthroughVmiopBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualPCIPassthroughVmiopBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vgpu" => r.read_opt(&mut self.vgpu),
+            "vgpuMigrateDataSizeMB" => r.read_opt(&mut self.vgpu_migrate_data_size_mb),
+            "migrateSupported" => r.read_opt(&mut self.migrate_supported),
+            "enhancedMigrateCapability" => {
+                r.read_opt(&mut self.enhanced_migrate_capability)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vgpu", &self.vgpu);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualPCIPassthroughVmiopBackingInfo.vgpuMigrateDataSizeMB",
+                self.vgpu_migrate_data_size_mb.is_some(),
+            )
+        {
+            w.write_opt("vgpuMigrateDataSizeMB", &self.vgpu_migrate_data_size_mb);
+        }
+        w.write_opt("migrateSupported", &self.migrate_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualPCIPassthroughVmiopBackingInfo.enhancedMigrateCapability",
+                self.enhanced_migrate_capability.is_some(),
+            )
+        {
+            w.write_opt("enhancedMigrateCapability", &self.enhanced_migrate_capability);
+        }
+    }
+}
+/// `VirtualPCIPassthroughVmiopBackingOption` (extends `VirtualPCIPassthroughPluginBackingOption`).
+///
+/// The fields of `VirtualPCIPassthroughPluginBackingOption` are in `virtual_pci_passthrough_plugin_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPCIPassthroughVmiopBackingOption {
+    /// The fields `VirtualPCIPassthroughVmiopBackingOption` inherits from `VirtualPCIPassthroughPluginBackingOption`.
+    pub virtual_pci_passthrough_plugin_backing_option: VirtualPCIPassthroughPluginBackingOption,
+    /// `vgpu`.
+    pub vgpu: StringOption,
+    /// `maxInstances`.
+    pub max_instances: i32,
+}
+impl x::SchemaType for VirtualPCIPassthroughVmiopBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughVmiopBackingOption";
+}
+impl x::Structure for VirtualPCIPassthroughVmiopBackingOption {}
+impl std::fmt::Debug for VirtualPCIPassthroughVmiopBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualPCIPassthroughVmiopBackingOption",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualPCIPassthroughVmiopBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPCIPassthroughVmiopBackingOption {
+    type Target = VirtualPCIPassthroughPluginBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualPCIPassthroughPluginBackingOption {
+        &self.virtual_pci_passthrough_plugin_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughVmiopBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualPCIPassthroughPluginBackingOption {
+        &mut self.virtual_pci_passthrough_plugin_backing_option
+    }
+}
+impl x::Fields for VirtualPCIPassthroughVmiopBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vgpu" => r.read(&mut self.vgpu),
+            "maxInstances" => r.read(&mut self.max_instances),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_pci_passthrough_plugin_backing_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_pci_passthrough_plugin_backing_option, w);
+        w.write("vgpu", &self.vgpu);
+        w.write("maxInstances", &self.max_instances);
+    }
+}
+/// `VirtualPCNet32` (extends `VirtualEthernetCard`).
+///
+/// The fields of `VirtualEthernetCard` are in `virtual_ethernet_card`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualPCNet32 {
+    /// The fields `VirtualPCNet32` inherits from `VirtualEthernetCard`.
+    pub virtual_ethernet_card: VirtualEthernetCard,
+}
+impl x::SchemaType for VirtualPCNet32 {
+    const TYPE_NAME: &'static str = "VirtualPCNet32";
+}
+impl x::Structure for VirtualPCNet32 {}
+impl std::fmt::Debug for VirtualPCNet32 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualPCNet32", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualPCNet32 {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualPCNet32 {
+    type Target = VirtualEthernetCard;
+    #[inline]
+    fn deref(&self) -> &VirtualEthernetCard {
+        &self.virtual_ethernet_card
+    }
+}
+impl std::ops::DerefMut for VirtualPCNet32 {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualEthernetCard {
+        &mut self.virtual_ethernet_card
+    }
+}
+impl x::Fields for VirtualPCNet32 {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_ethernet_card, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_ethernet_card, w);
+    }
+}
 /// `VirtualPCNet32Option` (extends `VirtualEthernetCardOption`).
 ///
 /// The fields of `VirtualEthernetCardOption` are in `virtual_ethernet_card_option`, also reachable through `Deref`.
@@ -21,12 +1432,12 @@ impl x::SchemaType for VirtualPCNet32Option {
 impl x::Structure for VirtualPCNet32Option {}
 impl std::fmt::Debug for VirtualPCNet32Option {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualPCNet32Option", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualPCNet32Option {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualPCNet32Option {
@@ -80,12 +1491,12 @@ impl x::SchemaType for VirtualPS2Controller {
 impl x::Structure for VirtualPS2Controller {}
 impl std::fmt::Debug for VirtualPS2Controller {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualPS2Controller", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualPS2Controller {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualPS2Controller {
@@ -132,12 +1543,12 @@ impl x::SchemaType for VirtualPS2ControllerOption {
 impl x::Structure for VirtualPS2ControllerOption {}
 impl std::fmt::Debug for VirtualPS2ControllerOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualPS2ControllerOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualPS2ControllerOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualPS2ControllerOption {
@@ -193,12 +1604,12 @@ impl x::SchemaType for VirtualParallelPort {
 impl x::Structure for VirtualParallelPort {}
 impl std::fmt::Debug for VirtualParallelPort {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualParallelPort", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualParallelPort {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualParallelPort {
@@ -241,12 +1652,12 @@ impl x::SchemaType for VirtualParallelPortDeviceBackingInfo {
 impl x::Structure for VirtualParallelPortDeviceBackingInfo {}
 impl std::fmt::Debug for VirtualParallelPortDeviceBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualParallelPortDeviceBackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualParallelPortDeviceBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualParallelPortDeviceBackingInfo {
@@ -289,12 +1700,12 @@ impl x::SchemaType for VirtualParallelPortDeviceBackingOption {
 impl x::Structure for VirtualParallelPortDeviceBackingOption {}
 impl std::fmt::Debug for VirtualParallelPortDeviceBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualParallelPortDeviceBackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualParallelPortDeviceBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualParallelPortDeviceBackingOption {
@@ -337,12 +1748,12 @@ impl x::SchemaType for VirtualParallelPortFileBackingInfo {
 impl x::Structure for VirtualParallelPortFileBackingInfo {}
 impl std::fmt::Debug for VirtualParallelPortFileBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualParallelPortFileBackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualParallelPortFileBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualParallelPortFileBackingInfo {
@@ -385,12 +1796,12 @@ impl x::SchemaType for VirtualParallelPortFileBackingOption {
 impl x::Structure for VirtualParallelPortFileBackingOption {}
 impl std::fmt::Debug for VirtualParallelPortFileBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualParallelPortFileBackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualParallelPortFileBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualParallelPortFileBackingOption {
@@ -433,12 +1844,12 @@ impl x::SchemaType for VirtualParallelPortOption {
 impl x::Structure for VirtualParallelPortOption {}
 impl std::fmt::Debug for VirtualParallelPortOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualParallelPortOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualParallelPortOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualParallelPortOption {
@@ -481,12 +1892,12 @@ impl x::SchemaType for VirtualPointingDevice {
 impl x::Structure for VirtualPointingDevice {}
 impl std::fmt::Debug for VirtualPointingDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualPointingDevice", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualPointingDevice {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualPointingDevice {
@@ -531,12 +1942,12 @@ impl x::SchemaType for VirtualPointingDeviceBackingOption {
 impl x::Structure for VirtualPointingDeviceBackingOption {}
 impl std::fmt::Debug for VirtualPointingDeviceBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualPointingDeviceBackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualPointingDeviceBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualPointingDeviceBackingOption {
@@ -592,12 +2003,12 @@ impl x::SchemaType for VirtualPointingDeviceDeviceBackingInfo {
 impl x::Structure for VirtualPointingDeviceDeviceBackingInfo {}
 impl std::fmt::Debug for VirtualPointingDeviceDeviceBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualPointingDeviceDeviceBackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualPointingDeviceDeviceBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualPointingDeviceDeviceBackingInfo {
@@ -651,12 +2062,12 @@ impl x::SchemaType for VirtualPointingDeviceOption {
 impl x::Structure for VirtualPointingDeviceOption {}
 impl std::fmt::Debug for VirtualPointingDeviceOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualPointingDeviceOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualPointingDeviceOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualPointingDeviceOption {
@@ -699,12 +2110,12 @@ impl x::SchemaType for VirtualPrecisionClock {
 impl x::Structure for VirtualPrecisionClock {}
 impl std::fmt::Debug for VirtualPrecisionClock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualPrecisionClock", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualPrecisionClock {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualPrecisionClock {
@@ -747,12 +2158,12 @@ impl x::SchemaType for VirtualPrecisionClockOption {
 impl x::Structure for VirtualPrecisionClockOption {}
 impl std::fmt::Debug for VirtualPrecisionClockOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualPrecisionClockOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualPrecisionClockOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualPrecisionClockOption {
@@ -793,12 +2204,16 @@ impl x::SchemaType for VirtualPrecisionClockSystemClockBackingInfo {
 impl x::Structure for VirtualPrecisionClockSystemClockBackingInfo {}
 impl std::fmt::Debug for VirtualPrecisionClockSystemClockBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualPrecisionClockSystemClockBackingInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualPrecisionClockSystemClockBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualPrecisionClockSystemClockBackingInfo {
@@ -834,12 +2249,16 @@ impl x::SchemaType for VirtualPrecisionClockSystemClockBackingOption {
 impl x::Structure for VirtualPrecisionClockSystemClockBackingOption {}
 impl std::fmt::Debug for VirtualPrecisionClockSystemClockBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualPrecisionClockSystemClockBackingOption",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualPrecisionClockSystemClockBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualPrecisionClockSystemClockBackingOption {
@@ -893,12 +2312,12 @@ impl x::SchemaType for VirtualSATAController {
 impl x::Structure for VirtualSATAController {}
 impl std::fmt::Debug for VirtualSATAController {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualSATAController", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualSATAController {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualSATAController {
@@ -945,12 +2364,12 @@ impl x::SchemaType for VirtualSATAControllerOption {
 impl x::Structure for VirtualSATAControllerOption {}
 impl std::fmt::Debug for VirtualSATAControllerOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualSATAControllerOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualSATAControllerOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualSATAControllerOption {
@@ -1012,12 +2431,12 @@ impl x::SchemaType for VirtualSCSIController {
 impl x::Structure for VirtualSCSIController {}
 impl std::fmt::Debug for VirtualSCSIController {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualSCSIController", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualSCSIController {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualSCSIController {
@@ -1083,12 +2502,12 @@ impl x::SchemaType for VirtualSCSIControllerOption {
 impl x::Structure for VirtualSCSIControllerOption {}
 impl std::fmt::Debug for VirtualSCSIControllerOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualSCSIControllerOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualSCSIControllerOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualSCSIControllerOption {
@@ -1168,12 +2587,12 @@ impl x::SchemaType for VirtualSCSIPassthrough {
 impl x::Structure for VirtualSCSIPassthrough {}
 impl std::fmt::Debug for VirtualSCSIPassthrough {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualSCSIPassthrough", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualSCSIPassthrough {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualSCSIPassthrough {
@@ -1216,12 +2635,16 @@ impl x::SchemaType for VirtualSCSIPassthroughDeviceBackingInfo {
 impl x::Structure for VirtualSCSIPassthroughDeviceBackingInfo {}
 impl std::fmt::Debug for VirtualSCSIPassthroughDeviceBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualSCSIPassthroughDeviceBackingInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualSCSIPassthroughDeviceBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualSCSIPassthroughDeviceBackingInfo {
@@ -1264,12 +2687,16 @@ impl x::SchemaType for VirtualSCSIPassthroughDeviceBackingOption {
 impl x::Structure for VirtualSCSIPassthroughDeviceBackingOption {}
 impl std::fmt::Debug for VirtualSCSIPassthroughDeviceBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualSCSIPassthroughDeviceBackingOption",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualSCSIPassthroughDeviceBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualSCSIPassthroughDeviceBackingOption {
@@ -1312,12 +2739,12 @@ impl x::SchemaType for VirtualSCSIPassthroughOption {
 impl x::Structure for VirtualSCSIPassthroughOption {}
 impl std::fmt::Debug for VirtualSCSIPassthroughOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualSCSIPassthroughOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualSCSIPassthroughOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualSCSIPassthroughOption {
@@ -1360,12 +2787,12 @@ impl x::SchemaType for VirtualSIOController {
 impl x::Structure for VirtualSIOController {}
 impl std::fmt::Debug for VirtualSIOController {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualSIOController", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualSIOController {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualSIOController {
@@ -1414,12 +2841,12 @@ impl x::SchemaType for VirtualSIOControllerOption {
 impl x::Structure for VirtualSIOControllerOption {}
 impl std::fmt::Debug for VirtualSIOControllerOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualSIOControllerOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualSIOControllerOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualSIOControllerOption {
@@ -1479,12 +2906,12 @@ impl x::SchemaType for VirtualSerialPort {
 impl x::Structure for VirtualSerialPort {}
 impl std::fmt::Debug for VirtualSerialPort {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualSerialPort", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualSerialPort {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualSerialPort {
@@ -1532,12 +2959,12 @@ impl x::SchemaType for VirtualSerialPortDeviceBackingInfo {
 impl x::Structure for VirtualSerialPortDeviceBackingInfo {}
 impl std::fmt::Debug for VirtualSerialPortDeviceBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualSerialPortDeviceBackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualSerialPortDeviceBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualSerialPortDeviceBackingInfo {
@@ -1580,12 +3007,12 @@ impl x::SchemaType for VirtualSerialPortDeviceBackingOption {
 impl x::Structure for VirtualSerialPortDeviceBackingOption {}
 impl std::fmt::Debug for VirtualSerialPortDeviceBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualSerialPortDeviceBackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualSerialPortDeviceBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualSerialPortDeviceBackingOption {
@@ -1628,12 +3055,12 @@ impl x::SchemaType for VirtualSerialPortFileBackingInfo {
 impl x::Structure for VirtualSerialPortFileBackingInfo {}
 impl std::fmt::Debug for VirtualSerialPortFileBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualSerialPortFileBackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualSerialPortFileBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualSerialPortFileBackingInfo {
@@ -1676,12 +3103,12 @@ impl x::SchemaType for VirtualSerialPortFileBackingOption {
 impl x::Structure for VirtualSerialPortFileBackingOption {}
 impl std::fmt::Debug for VirtualSerialPortFileBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualSerialPortFileBackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualSerialPortFileBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualSerialPortFileBackingOption {
@@ -1708,1517 +3135,5 @@ impl x::Fields for VirtualSerialPortFileBackingOption {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.virtual_device_file_backing_option, w);
-    }
-}
-/// `VirtualSerialPortOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualSerialPortOption {
-    /// The fields `VirtualSerialPortOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-    /// `yieldOnPoll`.
-    pub yield_on_poll: BoolOption,
-}
-impl x::SchemaType for VirtualSerialPortOption {
-    const TYPE_NAME: &'static str = "VirtualSerialPortOption";
-}
-impl x::Structure for VirtualSerialPortOption {}
-impl std::fmt::Debug for VirtualSerialPortOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualSerialPortOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualSerialPortOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualSerialPortOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "yieldOnPoll" => r.read(&mut self.yield_on_poll),
-            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-        w.write("yieldOnPoll", &self.yield_on_poll);
-    }
-}
-/// `VirtualSerialPortPipeBackingInfo` (extends `VirtualDevicePipeBackingInfo`).
-///
-/// The fields of `VirtualDevicePipeBackingInfo` are in `virtual_device_pipe_backing_info`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualSerialPortPipeBackingInfo {
-    /// The fields `VirtualSerialPortPipeBackingInfo` inherits from `VirtualDevicePipeBackingInfo`.
-    pub virtual_device_pipe_backing_info: VirtualDevicePipeBackingInfo,
-    /// `endpoint`.
-    pub endpoint: String,
-    /// `noRxLoss`.
-    pub no_rx_loss: Option<bool>,
-}
-impl x::SchemaType for VirtualSerialPortPipeBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSerialPortPipeBackingInfo";
-}
-impl x::Structure for VirtualSerialPortPipeBackingInfo {}
-impl std::fmt::Debug for VirtualSerialPortPipeBackingInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualSerialPortPipeBackingInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualSerialPortPipeBackingInfo {
-    type Target = VirtualDevicePipeBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDevicePipeBackingInfo {
-        &self.virtual_device_pipe_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortPipeBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevicePipeBackingInfo {
-        &mut self.virtual_device_pipe_backing_info
-    }
-}
-impl x::Fields for VirtualSerialPortPipeBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "endpoint" => r.read(&mut self.endpoint),
-            "noRxLoss" => r.read_opt(&mut self.no_rx_loss),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_pipe_backing_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_pipe_backing_info, w);
-        w.write("endpoint", &self.endpoint);
-        w.write_opt("noRxLoss", &self.no_rx_loss);
-    }
-}
-/// `VirtualSerialPortPipeBackingOption` (extends `VirtualDevicePipeBackingOption`).
-///
-/// The fields of `VirtualDevicePipeBackingOption` are in `virtual_device_pipe_backing_option`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualSerialPortPipeBackingOption {
-    /// The fields `VirtualSerialPortPipeBackingOption` inherits from `VirtualDevicePipeBackingOption`.
-    pub virtual_device_pipe_backing_option: VirtualDevicePipeBackingOption,
-    /// `endpoint`.
-    pub endpoint: ChoiceOption,
-    /// `noRxLoss`.
-    pub no_rx_loss: BoolOption,
-}
-impl x::SchemaType for VirtualSerialPortPipeBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSerialPortPipeBackingOption";
-}
-impl x::Structure for VirtualSerialPortPipeBackingOption {}
-impl std::fmt::Debug for VirtualSerialPortPipeBackingOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualSerialPortPipeBackingOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualSerialPortPipeBackingOption {
-    type Target = VirtualDevicePipeBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDevicePipeBackingOption {
-        &self.virtual_device_pipe_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortPipeBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevicePipeBackingOption {
-        &mut self.virtual_device_pipe_backing_option
-    }
-}
-impl x::Fields for VirtualSerialPortPipeBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "endpoint" => r.read(&mut self.endpoint),
-            "noRxLoss" => r.read(&mut self.no_rx_loss),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_pipe_backing_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_pipe_backing_option, w);
-        w.write("endpoint", &self.endpoint);
-        w.write("noRxLoss", &self.no_rx_loss);
-    }
-}
-/// `VirtualSerialPortThinPrintBackingInfo` (extends `VirtualDeviceBackingInfo`).
-#[derive(Clone, Default)]
-pub struct VirtualSerialPortThinPrintBackingInfo {}
-impl x::SchemaType for VirtualSerialPortThinPrintBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSerialPortThinPrintBackingInfo";
-}
-impl x::Structure for VirtualSerialPortThinPrintBackingInfo {}
-impl std::fmt::Debug for VirtualSerialPortThinPrintBackingInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualSerialPortThinPrintBackingInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for VirtualSerialPortThinPrintBackingInfo {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualSerialPortThinPrintBackingOption` (extends `VirtualDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualSerialPortThinPrintBackingOption {
-    /// The fields `VirtualSerialPortThinPrintBackingOption` inherits from `VirtualDeviceBackingOption`.
-    pub virtual_device_backing_option: VirtualDeviceBackingOption,
-}
-impl x::SchemaType for VirtualSerialPortThinPrintBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSerialPortThinPrintBackingOption";
-}
-impl x::Structure for VirtualSerialPortThinPrintBackingOption {}
-impl std::fmt::Debug for VirtualSerialPortThinPrintBackingOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualSerialPortThinPrintBackingOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualSerialPortThinPrintBackingOption {
-    type Target = VirtualDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceBackingOption {
-        &self.virtual_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortThinPrintBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
-        &mut self.virtual_device_backing_option
-    }
-}
-impl x::Fields for VirtualSerialPortThinPrintBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
-    }
-}
-/// `VirtualSerialPortURIBackingInfo` (extends `VirtualDeviceURIBackingInfo`).
-///
-/// The fields of `VirtualDeviceURIBackingInfo` are in `virtual_device_uri_backing_info`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualSerialPortURIBackingInfo {
-    /// The fields `VirtualSerialPortURIBackingInfo` inherits from `VirtualDeviceURIBackingInfo`.
-    pub virtual_device_uri_backing_info: VirtualDeviceURIBackingInfo,
-}
-impl x::SchemaType for VirtualSerialPortURIBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSerialPortURIBackingInfo";
-}
-impl x::Structure for VirtualSerialPortURIBackingInfo {}
-impl std::fmt::Debug for VirtualSerialPortURIBackingInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualSerialPortURIBackingInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualSerialPortURIBackingInfo {
-    type Target = VirtualDeviceURIBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceURIBackingInfo {
-        &self.virtual_device_uri_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortURIBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceURIBackingInfo {
-        &mut self.virtual_device_uri_backing_info
-    }
-}
-impl x::Fields for VirtualSerialPortURIBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_uri_backing_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_uri_backing_info, w);
-    }
-}
-/// `VirtualSerialPortURIBackingOption` (extends `VirtualDeviceURIBackingOption`).
-///
-/// The fields of `VirtualDeviceURIBackingOption` are in `virtual_device_uri_backing_option`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualSerialPortURIBackingOption {
-    /// The fields `VirtualSerialPortURIBackingOption` inherits from `VirtualDeviceURIBackingOption`.
-    pub virtual_device_uri_backing_option: VirtualDeviceURIBackingOption,
-}
-impl x::SchemaType for VirtualSerialPortURIBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSerialPortURIBackingOption";
-}
-impl x::Structure for VirtualSerialPortURIBackingOption {}
-impl std::fmt::Debug for VirtualSerialPortURIBackingOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualSerialPortURIBackingOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualSerialPortURIBackingOption {
-    type Target = VirtualDeviceURIBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceURIBackingOption {
-        &self.virtual_device_uri_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualSerialPortURIBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceURIBackingOption {
-        &mut self.virtual_device_uri_backing_option
-    }
-}
-impl x::Fields for VirtualSerialPortURIBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_uri_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_uri_backing_option, w);
-    }
-}
-/// `VirtualSoundBlaster16` (extends `VirtualSoundCard`).
-///
-/// The fields of `VirtualSoundCard` are in `virtual_sound_card`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualSoundBlaster16 {
-    /// The fields `VirtualSoundBlaster16` inherits from `VirtualSoundCard`.
-    pub virtual_sound_card: VirtualSoundCard,
-}
-impl x::SchemaType for VirtualSoundBlaster16 {
-    const TYPE_NAME: &'static str = "VirtualSoundBlaster16";
-}
-impl x::Structure for VirtualSoundBlaster16 {}
-impl std::fmt::Debug for VirtualSoundBlaster16 {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualSoundBlaster16 {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualSoundBlaster16 {
-    type Target = VirtualSoundCard;
-    #[inline]
-    fn deref(&self) -> &VirtualSoundCard {
-        &self.virtual_sound_card
-    }
-}
-impl std::ops::DerefMut for VirtualSoundBlaster16 {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualSoundCard {
-        &mut self.virtual_sound_card
-    }
-}
-impl x::Fields for VirtualSoundBlaster16 {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_sound_card, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_sound_card, w);
-    }
-}
-/// `VirtualSoundBlaster16Option` (extends `VirtualSoundCardOption`).
-///
-/// The fields of `VirtualSoundCardOption` are in `virtual_sound_card_option`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualSoundBlaster16Option {
-    /// The fields `VirtualSoundBlaster16Option` inherits from `VirtualSoundCardOption`.
-    pub virtual_sound_card_option: VirtualSoundCardOption,
-}
-impl x::SchemaType for VirtualSoundBlaster16Option {
-    const TYPE_NAME: &'static str = "VirtualSoundBlaster16Option";
-}
-impl x::Structure for VirtualSoundBlaster16Option {}
-impl std::fmt::Debug for VirtualSoundBlaster16Option {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualSoundBlaster16Option {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualSoundBlaster16Option {
-    type Target = VirtualSoundCardOption;
-    #[inline]
-    fn deref(&self) -> &VirtualSoundCardOption {
-        &self.virtual_sound_card_option
-    }
-}
-impl std::ops::DerefMut for VirtualSoundBlaster16Option {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualSoundCardOption {
-        &mut self.virtual_sound_card_option
-    }
-}
-impl x::Fields for VirtualSoundBlaster16Option {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_sound_card_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_sound_card_option, w);
-    }
-}
-/// `VirtualSoundCard` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualSoundCard {
-    /// The fields `VirtualSoundCard` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-}
-impl x::SchemaType for VirtualSoundCard {
-    const TYPE_NAME: &'static str = "VirtualSoundCard";
-}
-impl x::Structure for VirtualSoundCard {}
-impl std::fmt::Debug for VirtualSoundCard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualSoundCard {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualSoundCard {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualSoundCard {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualSoundCard {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-    }
-}
-/// `VirtualSoundCardDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualSoundCardDeviceBackingInfo {
-    /// The fields `VirtualSoundCardDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
-    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
-}
-impl x::SchemaType for VirtualSoundCardDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSoundCardDeviceBackingInfo";
-}
-impl x::Structure for VirtualSoundCardDeviceBackingInfo {}
-impl std::fmt::Debug for VirtualSoundCardDeviceBackingInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualSoundCardDeviceBackingInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualSoundCardDeviceBackingInfo {
-    type Target = VirtualDeviceDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
-        &self.virtual_device_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualSoundCardDeviceBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
-        &mut self.virtual_device_device_backing_info
-    }
-}
-impl x::Fields for VirtualSoundCardDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
-    }
-}
-/// `VirtualSoundCardDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualSoundCardDeviceBackingOption {
-    /// The fields `VirtualSoundCardDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
-    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
-}
-impl x::SchemaType for VirtualSoundCardDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSoundCardDeviceBackingOption";
-}
-impl x::Structure for VirtualSoundCardDeviceBackingOption {}
-impl std::fmt::Debug for VirtualSoundCardDeviceBackingOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualSoundCardDeviceBackingOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualSoundCardDeviceBackingOption {
-    type Target = VirtualDeviceDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
-        &self.virtual_device_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualSoundCardDeviceBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
-        &mut self.virtual_device_device_backing_option
-    }
-}
-impl x::Fields for VirtualSoundCardDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
-    }
-}
-/// `VirtualSoundCardOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualSoundCardOption {
-    /// The fields `VirtualSoundCardOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-}
-impl x::SchemaType for VirtualSoundCardOption {
-    const TYPE_NAME: &'static str = "VirtualSoundCardOption";
-}
-impl x::Structure for VirtualSoundCardOption {}
-impl std::fmt::Debug for VirtualSoundCardOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualSoundCardOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualSoundCardOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualSoundCardOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualSoundCardOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-    }
-}
-/// `VirtualSriovEthernetCard` (extends `VirtualEthernetCard`).
-///
-/// The fields of `VirtualEthernetCard` are in `virtual_ethernet_card`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualSriovEthernetCard {
-    /// The fields `VirtualSriovEthernetCard` inherits from `VirtualEthernetCard`.
-    pub virtual_ethernet_card: VirtualEthernetCard,
-    /// `allowGuestOSMtuChange`.
-    pub allow_guest_os_mtu_change: Option<bool>,
-    /// `sriovBacking`.
-    pub sriov_backing: Option<VirtualSriovEthernetCardSriovBackingInfo>,
-    /// `dvxBackingInfo`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub dvx_backing_info: Option<VirtualPCIPassthroughDvxBackingInfo>,
-}
-impl x::SchemaType for VirtualSriovEthernetCard {
-    const TYPE_NAME: &'static str = "VirtualSriovEthernetCard";
-}
-impl x::Structure for VirtualSriovEthernetCard {}
-impl std::fmt::Debug for VirtualSriovEthernetCard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualSriovEthernetCard {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualSriovEthernetCard {
-    type Target = VirtualEthernetCard;
-    #[inline]
-    fn deref(&self) -> &VirtualEthernetCard {
-        &self.virtual_ethernet_card
-    }
-}
-impl std::ops::DerefMut for VirtualSriovEthernetCard {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualEthernetCard {
-        &mut self.virtual_ethernet_card
-    }
-}
-impl x::Fields for VirtualSriovEthernetCard {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "allowGuestOSMtuChange" => r.read_opt(&mut self.allow_guest_os_mtu_change),
-            "sriovBacking" => r.read_opt(&mut self.sriov_backing),
-            "dvxBackingInfo" => r.read_opt(&mut self.dvx_backing_info),
-            _ => return x::Fields::decode_field(&mut self.virtual_ethernet_card, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_ethernet_card, w);
-        w.write_opt("allowGuestOSMtuChange", &self.allow_guest_os_mtu_change);
-        w.write_opt("sriovBacking", &self.sriov_backing);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualSriovEthernetCard.dvxBackingInfo",
-                self.dvx_backing_info.is_some(),
-            )
-        {
-            w.write_opt("dvxBackingInfo", &self.dvx_backing_info);
-        }
-    }
-}
-/// `VirtualSriovEthernetCardOption` (extends `VirtualEthernetCardOption`).
-///
-/// The fields of `VirtualEthernetCardOption` are in `virtual_ethernet_card_option`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualSriovEthernetCardOption {
-    /// The fields `VirtualSriovEthernetCardOption` inherits from `VirtualEthernetCardOption`.
-    pub virtual_ethernet_card_option: VirtualEthernetCardOption,
-}
-impl x::SchemaType for VirtualSriovEthernetCardOption {
-    const TYPE_NAME: &'static str = "VirtualSriovEthernetCardOption";
-}
-impl x::Structure for VirtualSriovEthernetCardOption {}
-impl std::fmt::Debug for VirtualSriovEthernetCardOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualSriovEthernetCardOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualSriovEthernetCardOption {
-    type Target = VirtualEthernetCardOption;
-    #[inline]
-    fn deref(&self) -> &VirtualEthernetCardOption {
-        &self.virtual_ethernet_card_option
-    }
-}
-impl std::ops::DerefMut for VirtualSriovEthernetCardOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualEthernetCardOption {
-        &mut self.virtual_ethernet_card_option
-    }
-}
-impl x::Fields for VirtualSriovEthernetCardOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_ethernet_card_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_ethernet_card_option, w);
-    }
-}
-/// `VirtualSriovEthernetCardSriovBackingInfo` (extends `VirtualDeviceBackingInfo`).
-#[derive(Clone, Default)]
-pub struct VirtualSriovEthernetCardSriovBackingInfo {
-    /// `physicalFunctionBacking`.
-    pub physical_function_backing: Option<VirtualPCIPassthroughDeviceBackingInfo>,
-    /// `virtualFunctionBacking`.
-    pub virtual_function_backing: Option<VirtualPCIPassthroughDeviceBackingInfo>,
-    /// `virtualFunctionIndex`.
-    pub virtual_function_index: Option<i32>,
-}
-impl x::SchemaType for VirtualSriovEthernetCardSriovBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSriovEthernetCardSriovBackingInfo";
-}
-impl x::Structure for VirtualSriovEthernetCardSriovBackingInfo {}
-impl std::fmt::Debug for VirtualSriovEthernetCardSriovBackingInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualSriovEthernetCardSriovBackingInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for VirtualSriovEthernetCardSriovBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "physicalFunctionBacking" => r.read_opt(&mut self.physical_function_backing),
-            "virtualFunctionBacking" => r.read_opt(&mut self.virtual_function_backing),
-            "virtualFunctionIndex" => r.read_opt(&mut self.virtual_function_index),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("physicalFunctionBacking", &self.physical_function_backing);
-        w.write_opt("virtualFunctionBacking", &self.virtual_function_backing);
-        w.write_opt("virtualFunctionIndex", &self.virtual_function_index);
-    }
-}
-/// `VirtualSriovEthernetCardSriovBackingOption` (extends `VirtualDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualSriovEthernetCardSriovBackingOption {
-    /// The fields `VirtualSriovEthernetCardSriovBackingOption` inherits from `VirtualDeviceBackingOption`.
-    pub virtual_device_backing_option: VirtualDeviceBackingOption,
-}
-impl x::SchemaType for VirtualSriovEthernetCardSriovBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSriovEthernetCardSriovBackingOption";
-}
-impl x::Structure for VirtualSriovEthernetCardSriovBackingOption {}
-impl std::fmt::Debug for VirtualSriovEthernetCardSriovBackingOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualSriovEthernetCardSriovBackingOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualSriovEthernetCardSriovBackingOption {
-    type Target = VirtualDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceBackingOption {
-        &self.virtual_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualSriovEthernetCardSriovBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
-        &mut self.virtual_device_backing_option
-    }
-}
-impl x::Fields for VirtualSriovEthernetCardSriovBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
-    }
-}
-/// `VirtualSwitchProfile` (extends `ApplyProfile`).
-///
-/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualSwitchProfile {
-    /// The fields `VirtualSwitchProfile` inherits from `ApplyProfile`.
-    pub apply_profile: ApplyProfile,
-    /// `key`.
-    pub key: String,
-    /// `name`.
-    pub name: String,
-    /// `link`.
-    pub link: LinkProfile,
-    /// `numPorts`.
-    pub num_ports: NumPortsProfile,
-    /// `networkPolicy`.
-    pub network_policy: NetworkPolicyProfile,
-}
-impl x::SchemaType for VirtualSwitchProfile {
-    const TYPE_NAME: &'static str = "VirtualSwitchProfile";
-}
-impl x::Structure for VirtualSwitchProfile {}
-impl std::fmt::Debug for VirtualSwitchProfile {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualSwitchProfile {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualSwitchProfile {
-    type Target = ApplyProfile;
-    #[inline]
-    fn deref(&self) -> &ApplyProfile {
-        &self.apply_profile
-    }
-}
-impl std::ops::DerefMut for VirtualSwitchProfile {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ApplyProfile {
-        &mut self.apply_profile
-    }
-}
-impl x::Fields for VirtualSwitchProfile {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "link" => r.read(&mut self.link),
-            "numPorts" => r.read(&mut self.num_ports),
-            "networkPolicy" => r.read(&mut self.network_policy),
-            _ => return x::Fields::decode_field(&mut self.apply_profile, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.apply_profile, w);
-        w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write("link", &self.link);
-        w.write("numPorts", &self.num_ports);
-        w.write("networkPolicy", &self.network_policy);
-    }
-}
-impl x::ArrayItem for VirtualSwitchProfile {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualSwitchProfile";
-    const ITEM_TAG: &'static str = "VirtualSwitchProfile";
-}
-/// `VirtualSwitchSelectionProfile` (extends `ApplyProfile`).
-///
-/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualSwitchSelectionProfile {
-    /// The fields `VirtualSwitchSelectionProfile` inherits from `ApplyProfile`.
-    pub apply_profile: ApplyProfile,
-}
-impl x::SchemaType for VirtualSwitchSelectionProfile {
-    const TYPE_NAME: &'static str = "VirtualSwitchSelectionProfile";
-}
-impl x::Structure for VirtualSwitchSelectionProfile {}
-impl std::fmt::Debug for VirtualSwitchSelectionProfile {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualSwitchSelectionProfile {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualSwitchSelectionProfile {
-    type Target = ApplyProfile;
-    #[inline]
-    fn deref(&self) -> &ApplyProfile {
-        &self.apply_profile
-    }
-}
-impl std::ops::DerefMut for VirtualSwitchSelectionProfile {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ApplyProfile {
-        &mut self.apply_profile
-    }
-}
-impl x::Fields for VirtualSwitchSelectionProfile {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.apply_profile, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.apply_profile, w);
-    }
-}
-/// `VirtualTPM` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Default)]
-pub struct VirtualTPM {
-    /// The fields `VirtualTPM` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-    /// `endorsementKeyCertificateSigningRequest`.
-    pub endorsement_key_certificate_signing_request: Vec<Vec<u8>>,
-    /// `endorsementKeyCertificate`.
-    pub endorsement_key_certificate: Vec<Vec<u8>>,
-}
-impl x::SchemaType for VirtualTPM {
-    const TYPE_NAME: &'static str = "VirtualTPM";
-}
-impl x::Structure for VirtualTPM {}
-impl std::fmt::Debug for VirtualTPM {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualTPM {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for VirtualTPM {
-    fn clone(&self) -> Self {
-        Self {
-            virtual_device: self.virtual_device.clone(),
-            endorsement_key_certificate_signing_request: x::clone_vec(
-                &self.endorsement_key_certificate_signing_request,
-            ),
-            endorsement_key_certificate: x::clone_vec(&self.endorsement_key_certificate),
-        }
-    }
-}
-impl std::ops::Deref for VirtualTPM {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualTPM {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualTPM {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "endorsementKeyCertificateSigningRequest" => {
-                r.read_push(&mut self.endorsement_key_certificate_signing_request)
-            }
-            "endorsementKeyCertificate" => {
-                r.read_push(&mut self.endorsement_key_certificate)
-            }
-            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-        w.write_vec(
-            "endorsementKeyCertificateSigningRequest",
-            &self.endorsement_key_certificate_signing_request,
-        );
-        w.write_vec("endorsementKeyCertificate", &self.endorsement_key_certificate);
-    }
-}
-/// `VirtualTPMOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Default)]
-pub struct VirtualTPMOption {
-    /// The fields `VirtualTPMOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-    /// `supportedFirmware`.
-    pub supported_firmware: Vec<String>,
-}
-impl x::SchemaType for VirtualTPMOption {
-    const TYPE_NAME: &'static str = "VirtualTPMOption";
-}
-impl x::Structure for VirtualTPMOption {}
-impl std::fmt::Debug for VirtualTPMOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualTPMOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for VirtualTPMOption {
-    fn clone(&self) -> Self {
-        Self {
-            virtual_device_option: self.virtual_device_option.clone(),
-            supported_firmware: x::clone_vec(&self.supported_firmware),
-        }
-    }
-}
-impl std::ops::Deref for VirtualTPMOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualTPMOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualTPMOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "supportedFirmware" => r.read_push(&mut self.supported_firmware),
-            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-        w.write_vec("supportedFirmware", &self.supported_firmware);
-    }
-}
-/// `VirtualUSB` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Default)]
-pub struct VirtualUSB {
-    /// The fields `VirtualUSB` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-    /// `connected`.
-    pub connected: bool,
-    /// `vendor`.
-    pub vendor: Option<i32>,
-    /// `product`.
-    pub product: Option<i32>,
-    /// `family`.
-    pub family: Vec<String>,
-    /// `speed`.
-    pub speed: Vec<String>,
-}
-impl x::SchemaType for VirtualUSB {
-    const TYPE_NAME: &'static str = "VirtualUSB";
-}
-impl x::Structure for VirtualUSB {}
-impl std::fmt::Debug for VirtualUSB {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualUSB {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for VirtualUSB {
-    fn clone(&self) -> Self {
-        Self {
-            virtual_device: self.virtual_device.clone(),
-            connected: self.connected,
-            vendor: self.vendor,
-            product: self.product,
-            family: x::clone_vec(&self.family),
-            speed: x::clone_vec(&self.speed),
-        }
-    }
-}
-impl std::ops::Deref for VirtualUSB {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualUSB {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualUSB {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "connected" => r.read(&mut self.connected),
-            "vendor" => r.read_opt(&mut self.vendor),
-            "product" => r.read_opt(&mut self.product),
-            "family" => r.read_push(&mut self.family),
-            "speed" => r.read_push(&mut self.speed),
-            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-        w.write("connected", &self.connected);
-        w.write_opt("vendor", &self.vendor);
-        w.write_opt("product", &self.product);
-        w.write_vec("family", &self.family);
-        w.write_vec("speed", &self.speed);
-    }
-}
-/// `VirtualUSBController` (extends `VirtualController`).
-///
-/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualUSBController {
-    /// The fields `VirtualUSBController` inherits from `VirtualController`.
-    pub virtual_controller: VirtualController,
-    /// `autoConnectDevices`.
-    pub auto_connect_devices: Option<bool>,
-    /// `ehciEnabled`.
-    pub ehci_enabled: Option<bool>,
-}
-impl x::SchemaType for VirtualUSBController {
-    const TYPE_NAME: &'static str = "VirtualUSBController";
-}
-impl x::Structure for VirtualUSBController {}
-impl std::fmt::Debug for VirtualUSBController {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualUSBController {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualUSBController {
-    type Target = VirtualController;
-    #[inline]
-    fn deref(&self) -> &VirtualController {
-        &self.virtual_controller
-    }
-}
-impl std::ops::DerefMut for VirtualUSBController {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualController {
-        &mut self.virtual_controller
-    }
-}
-impl x::Fields for VirtualUSBController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "autoConnectDevices" => r.read_opt(&mut self.auto_connect_devices),
-            "ehciEnabled" => r.read_opt(&mut self.ehci_enabled),
-            _ => return x::Fields::decode_field(&mut self.virtual_controller, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller, w);
-        w.write_opt("autoConnectDevices", &self.auto_connect_devices);
-        w.write_opt("ehciEnabled", &self.ehci_enabled);
-    }
-}
-/// `VirtualUSBControllerOption` (extends `VirtualControllerOption`).
-///
-/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Default)]
-pub struct VirtualUSBControllerOption {
-    /// The fields `VirtualUSBControllerOption` inherits from `VirtualControllerOption`.
-    pub virtual_controller_option: VirtualControllerOption,
-    /// `autoConnectDevices`.
-    pub auto_connect_devices: BoolOption,
-    /// `ehciSupported`.
-    pub ehci_supported: BoolOption,
-    /// `supportedSpeeds`.
-    pub supported_speeds: Vec<String>,
-}
-impl x::SchemaType for VirtualUSBControllerOption {
-    const TYPE_NAME: &'static str = "VirtualUSBControllerOption";
-}
-impl x::Structure for VirtualUSBControllerOption {}
-impl std::fmt::Debug for VirtualUSBControllerOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualUSBControllerOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for VirtualUSBControllerOption {
-    fn clone(&self) -> Self {
-        Self {
-            virtual_controller_option: self.virtual_controller_option.clone(),
-            auto_connect_devices: self.auto_connect_devices.clone(),
-            ehci_supported: self.ehci_supported.clone(),
-            supported_speeds: x::clone_vec(&self.supported_speeds),
-        }
-    }
-}
-impl std::ops::Deref for VirtualUSBControllerOption {
-    type Target = VirtualControllerOption;
-    #[inline]
-    fn deref(&self) -> &VirtualControllerOption {
-        &self.virtual_controller_option
-    }
-}
-impl std::ops::DerefMut for VirtualUSBControllerOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
-        &mut self.virtual_controller_option
-    }
-}
-impl x::Fields for VirtualUSBControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "autoConnectDevices" => r.read(&mut self.auto_connect_devices),
-            "ehciSupported" => r.read(&mut self.ehci_supported),
-            "supportedSpeeds" => r.read_push(&mut self.supported_speeds),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_controller_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller_option, w);
-        w.write("autoConnectDevices", &self.auto_connect_devices);
-        w.write("ehciSupported", &self.ehci_supported);
-        w.write_vec("supportedSpeeds", &self.supported_speeds);
-    }
-}
-/// `VirtualUSBControllerPciBusSlotInfo` (extends `VirtualDevicePciBusSlotInfo`).
-///
-/// The fields of `VirtualDevicePciBusSlotInfo` are in `virtual_device_pci_bus_slot_info`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualUSBControllerPciBusSlotInfo {
-    /// The fields `VirtualUSBControllerPciBusSlotInfo` inherits from `VirtualDevicePciBusSlotInfo`.
-    pub virtual_device_pci_bus_slot_info: VirtualDevicePciBusSlotInfo,
-    /// `ehciPciSlotNumber`.
-    pub ehci_pci_slot_number: Option<i32>,
-}
-impl x::SchemaType for VirtualUSBControllerPciBusSlotInfo {
-    const TYPE_NAME: &'static str = "VirtualUSBControllerPciBusSlotInfo";
-}
-impl x::Structure for VirtualUSBControllerPciBusSlotInfo {}
-impl std::fmt::Debug for VirtualUSBControllerPciBusSlotInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualUSBControllerPciBusSlotInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualUSBControllerPciBusSlotInfo {
-    type Target = VirtualDevicePciBusSlotInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDevicePciBusSlotInfo {
-        &self.virtual_device_pci_bus_slot_info
-    }
-}
-impl std::ops::DerefMut for VirtualUSBControllerPciBusSlotInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevicePciBusSlotInfo {
-        &mut self.virtual_device_pci_bus_slot_info
-    }
-}
-impl x::Fields for VirtualUSBControllerPciBusSlotInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ehciPciSlotNumber" => r.read_opt(&mut self.ehci_pci_slot_number),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_pci_bus_slot_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_pci_bus_slot_info, w);
-        w.write_opt("ehciPciSlotNumber", &self.ehci_pci_slot_number);
-    }
-}
-/// `VirtualUSBOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualUSBOption {
-    /// The fields `VirtualUSBOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-}
-impl x::SchemaType for VirtualUSBOption {
-    const TYPE_NAME: &'static str = "VirtualUSBOption";
-}
-impl x::Structure for VirtualUSBOption {}
-impl std::fmt::Debug for VirtualUSBOption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualUSBOption {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualUSBOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualUSBOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualUSBOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-    }
-}
-/// `VirtualUSBRemoteClientBackingInfo` (extends `VirtualDeviceRemoteDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceRemoteDeviceBackingInfo` are in `virtual_device_remote_device_backing_info`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VirtualUSBRemoteClientBackingInfo {
-    /// The fields `VirtualUSBRemoteClientBackingInfo` inherits from `VirtualDeviceRemoteDeviceBackingInfo`.
-    pub virtual_device_remote_device_backing_info: VirtualDeviceRemoteDeviceBackingInfo,
-    /// `hostname`.
-    pub hostname: String,
-}
-impl x::SchemaType for VirtualUSBRemoteClientBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualUSBRemoteClientBackingInfo";
-}
-impl x::Structure for VirtualUSBRemoteClientBackingInfo {}
-impl std::fmt::Debug for VirtualUSBRemoteClientBackingInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for VirtualUSBRemoteClientBackingInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for VirtualUSBRemoteClientBackingInfo {
-    type Target = VirtualDeviceRemoteDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceRemoteDeviceBackingInfo {
-        &self.virtual_device_remote_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualUSBRemoteClientBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceRemoteDeviceBackingInfo {
-        &mut self.virtual_device_remote_device_backing_info
-    }
-}
-impl x::Fields for VirtualUSBRemoteClientBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostname" => r.read(&mut self.hostname),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_remote_device_backing_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_remote_device_backing_info, w);
-        w.write("hostname", &self.hostname);
     }
 }

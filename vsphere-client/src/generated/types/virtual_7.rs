@@ -5,6 +5,1530 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualSerialPortOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSerialPortOption {
+    /// The fields `VirtualSerialPortOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+    /// `yieldOnPoll`.
+    pub yield_on_poll: BoolOption,
+}
+impl x::SchemaType for VirtualSerialPortOption {
+    const TYPE_NAME: &'static str = "VirtualSerialPortOption";
+}
+impl x::Structure for VirtualSerialPortOption {}
+impl std::fmt::Debug for VirtualSerialPortOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSerialPortOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSerialPortOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSerialPortOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualSerialPortOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "yieldOnPoll" => r.read(&mut self.yield_on_poll),
+            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+        w.write("yieldOnPoll", &self.yield_on_poll);
+    }
+}
+/// `VirtualSerialPortPipeBackingInfo` (extends `VirtualDevicePipeBackingInfo`).
+///
+/// The fields of `VirtualDevicePipeBackingInfo` are in `virtual_device_pipe_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSerialPortPipeBackingInfo {
+    /// The fields `VirtualSerialPortPipeBackingInfo` inherits from `VirtualDevicePipeBackingInfo`.
+    pub virtual_device_pipe_backing_info: VirtualDevicePipeBackingInfo,
+    /// `endpoint`.
+    pub endpoint: String,
+    /// `noRxLoss`.
+    pub no_rx_loss: Option<bool>,
+}
+impl x::SchemaType for VirtualSerialPortPipeBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSerialPortPipeBackingInfo";
+}
+impl x::Structure for VirtualSerialPortPipeBackingInfo {}
+impl std::fmt::Debug for VirtualSerialPortPipeBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSerialPortPipeBackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSerialPortPipeBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSerialPortPipeBackingInfo {
+    type Target = VirtualDevicePipeBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDevicePipeBackingInfo {
+        &self.virtual_device_pipe_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortPipeBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevicePipeBackingInfo {
+        &mut self.virtual_device_pipe_backing_info
+    }
+}
+impl x::Fields for VirtualSerialPortPipeBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "endpoint" => r.read(&mut self.endpoint),
+            "noRxLoss" => r.read_opt(&mut self.no_rx_loss),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_pipe_backing_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_pipe_backing_info, w);
+        w.write("endpoint", &self.endpoint);
+        w.write_opt("noRxLoss", &self.no_rx_loss);
+    }
+}
+/// `VirtualSerialPortPipeBackingOption` (extends `VirtualDevicePipeBackingOption`).
+///
+/// The fields of `VirtualDevicePipeBackingOption` are in `virtual_device_pipe_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSerialPortPipeBackingOption {
+    /// The fields `VirtualSerialPortPipeBackingOption` inherits from `VirtualDevicePipeBackingOption`.
+    pub virtual_device_pipe_backing_option: VirtualDevicePipeBackingOption,
+    /// `endpoint`.
+    pub endpoint: ChoiceOption,
+    /// `noRxLoss`.
+    pub no_rx_loss: BoolOption,
+}
+impl x::SchemaType for VirtualSerialPortPipeBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSerialPortPipeBackingOption";
+}
+impl x::Structure for VirtualSerialPortPipeBackingOption {}
+impl std::fmt::Debug for VirtualSerialPortPipeBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSerialPortPipeBackingOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSerialPortPipeBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSerialPortPipeBackingOption {
+    type Target = VirtualDevicePipeBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDevicePipeBackingOption {
+        &self.virtual_device_pipe_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortPipeBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevicePipeBackingOption {
+        &mut self.virtual_device_pipe_backing_option
+    }
+}
+impl x::Fields for VirtualSerialPortPipeBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "endpoint" => r.read(&mut self.endpoint),
+            "noRxLoss" => r.read(&mut self.no_rx_loss),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_pipe_backing_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_pipe_backing_option, w);
+        w.write("endpoint", &self.endpoint);
+        w.write("noRxLoss", &self.no_rx_loss);
+    }
+}
+/// `VirtualSerialPortThinPrintBackingInfo` (extends `VirtualDeviceBackingInfo`).
+#[derive(Clone, Default)]
+pub struct VirtualSerialPortThinPrintBackingInfo {}
+impl x::SchemaType for VirtualSerialPortThinPrintBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSerialPortThinPrintBackingInfo";
+}
+impl x::Structure for VirtualSerialPortThinPrintBackingInfo {}
+impl std::fmt::Debug for VirtualSerialPortThinPrintBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSerialPortThinPrintBackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSerialPortThinPrintBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualSerialPortThinPrintBackingInfo {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualSerialPortThinPrintBackingOption` (extends `VirtualDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSerialPortThinPrintBackingOption {
+    /// The fields `VirtualSerialPortThinPrintBackingOption` inherits from `VirtualDeviceBackingOption`.
+    pub virtual_device_backing_option: VirtualDeviceBackingOption,
+}
+impl x::SchemaType for VirtualSerialPortThinPrintBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSerialPortThinPrintBackingOption";
+}
+impl x::Structure for VirtualSerialPortThinPrintBackingOption {}
+impl std::fmt::Debug for VirtualSerialPortThinPrintBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualSerialPortThinPrintBackingOption",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualSerialPortThinPrintBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSerialPortThinPrintBackingOption {
+    type Target = VirtualDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceBackingOption {
+        &self.virtual_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortThinPrintBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
+        &mut self.virtual_device_backing_option
+    }
+}
+impl x::Fields for VirtualSerialPortThinPrintBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
+    }
+}
+/// `VirtualSerialPortURIBackingInfo` (extends `VirtualDeviceURIBackingInfo`).
+///
+/// The fields of `VirtualDeviceURIBackingInfo` are in `virtual_device_uri_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSerialPortURIBackingInfo {
+    /// The fields `VirtualSerialPortURIBackingInfo` inherits from `VirtualDeviceURIBackingInfo`.
+    pub virtual_device_uri_backing_info: VirtualDeviceURIBackingInfo,
+}
+impl x::SchemaType for VirtualSerialPortURIBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSerialPortURIBackingInfo";
+}
+impl x::Structure for VirtualSerialPortURIBackingInfo {}
+impl std::fmt::Debug for VirtualSerialPortURIBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSerialPortURIBackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSerialPortURIBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSerialPortURIBackingInfo {
+    type Target = VirtualDeviceURIBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceURIBackingInfo {
+        &self.virtual_device_uri_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortURIBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceURIBackingInfo {
+        &mut self.virtual_device_uri_backing_info
+    }
+}
+impl x::Fields for VirtualSerialPortURIBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_uri_backing_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_uri_backing_info, w);
+    }
+}
+/// `VirtualSerialPortURIBackingOption` (extends `VirtualDeviceURIBackingOption`).
+///
+/// The fields of `VirtualDeviceURIBackingOption` are in `virtual_device_uri_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSerialPortURIBackingOption {
+    /// The fields `VirtualSerialPortURIBackingOption` inherits from `VirtualDeviceURIBackingOption`.
+    pub virtual_device_uri_backing_option: VirtualDeviceURIBackingOption,
+}
+impl x::SchemaType for VirtualSerialPortURIBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSerialPortURIBackingOption";
+}
+impl x::Structure for VirtualSerialPortURIBackingOption {}
+impl std::fmt::Debug for VirtualSerialPortURIBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSerialPortURIBackingOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSerialPortURIBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSerialPortURIBackingOption {
+    type Target = VirtualDeviceURIBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceURIBackingOption {
+        &self.virtual_device_uri_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualSerialPortURIBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceURIBackingOption {
+        &mut self.virtual_device_uri_backing_option
+    }
+}
+impl x::Fields for VirtualSerialPortURIBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_uri_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_uri_backing_option, w);
+    }
+}
+/// `VirtualSoundBlaster16` (extends `VirtualSoundCard`).
+///
+/// The fields of `VirtualSoundCard` are in `virtual_sound_card`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSoundBlaster16 {
+    /// The fields `VirtualSoundBlaster16` inherits from `VirtualSoundCard`.
+    pub virtual_sound_card: VirtualSoundCard,
+}
+impl x::SchemaType for VirtualSoundBlaster16 {
+    const TYPE_NAME: &'static str = "VirtualSoundBlaster16";
+}
+impl x::Structure for VirtualSoundBlaster16 {}
+impl std::fmt::Debug for VirtualSoundBlaster16 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSoundBlaster16", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSoundBlaster16 {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSoundBlaster16 {
+    type Target = VirtualSoundCard;
+    #[inline]
+    fn deref(&self) -> &VirtualSoundCard {
+        &self.virtual_sound_card
+    }
+}
+impl std::ops::DerefMut for VirtualSoundBlaster16 {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualSoundCard {
+        &mut self.virtual_sound_card
+    }
+}
+impl x::Fields for VirtualSoundBlaster16 {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_sound_card, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_sound_card, w);
+    }
+}
+/// `VirtualSoundBlaster16Option` (extends `VirtualSoundCardOption`).
+///
+/// The fields of `VirtualSoundCardOption` are in `virtual_sound_card_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSoundBlaster16Option {
+    /// The fields `VirtualSoundBlaster16Option` inherits from `VirtualSoundCardOption`.
+    pub virtual_sound_card_option: VirtualSoundCardOption,
+}
+impl x::SchemaType for VirtualSoundBlaster16Option {
+    const TYPE_NAME: &'static str = "VirtualSoundBlaster16Option";
+}
+impl x::Structure for VirtualSoundBlaster16Option {}
+impl std::fmt::Debug for VirtualSoundBlaster16Option {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSoundBlaster16Option", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSoundBlaster16Option {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSoundBlaster16Option {
+    type Target = VirtualSoundCardOption;
+    #[inline]
+    fn deref(&self) -> &VirtualSoundCardOption {
+        &self.virtual_sound_card_option
+    }
+}
+impl std::ops::DerefMut for VirtualSoundBlaster16Option {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualSoundCardOption {
+        &mut self.virtual_sound_card_option
+    }
+}
+impl x::Fields for VirtualSoundBlaster16Option {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_sound_card_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_sound_card_option, w);
+    }
+}
+/// `VirtualSoundCard` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSoundCard {
+    /// The fields `VirtualSoundCard` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+}
+impl x::SchemaType for VirtualSoundCard {
+    const TYPE_NAME: &'static str = "VirtualSoundCard";
+}
+impl x::Structure for VirtualSoundCard {}
+impl std::fmt::Debug for VirtualSoundCard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSoundCard", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSoundCard {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSoundCard {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualSoundCard {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualSoundCard {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+    }
+}
+/// `VirtualSoundCardDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSoundCardDeviceBackingInfo {
+    /// The fields `VirtualSoundCardDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+}
+impl x::SchemaType for VirtualSoundCardDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSoundCardDeviceBackingInfo";
+}
+impl x::Structure for VirtualSoundCardDeviceBackingInfo {}
+impl std::fmt::Debug for VirtualSoundCardDeviceBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSoundCardDeviceBackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSoundCardDeviceBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSoundCardDeviceBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualSoundCardDeviceBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualSoundCardDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+    }
+}
+/// `VirtualSoundCardDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSoundCardDeviceBackingOption {
+    /// The fields `VirtualSoundCardDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+}
+impl x::SchemaType for VirtualSoundCardDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSoundCardDeviceBackingOption";
+}
+impl x::Structure for VirtualSoundCardDeviceBackingOption {}
+impl std::fmt::Debug for VirtualSoundCardDeviceBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSoundCardDeviceBackingOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSoundCardDeviceBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSoundCardDeviceBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualSoundCardDeviceBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualSoundCardDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+    }
+}
+/// `VirtualSoundCardOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSoundCardOption {
+    /// The fields `VirtualSoundCardOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+}
+impl x::SchemaType for VirtualSoundCardOption {
+    const TYPE_NAME: &'static str = "VirtualSoundCardOption";
+}
+impl x::Structure for VirtualSoundCardOption {}
+impl std::fmt::Debug for VirtualSoundCardOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSoundCardOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSoundCardOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSoundCardOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualSoundCardOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualSoundCardOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+    }
+}
+/// `VirtualSriovEthernetCard` (extends `VirtualEthernetCard`).
+///
+/// The fields of `VirtualEthernetCard` are in `virtual_ethernet_card`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSriovEthernetCard {
+    /// The fields `VirtualSriovEthernetCard` inherits from `VirtualEthernetCard`.
+    pub virtual_ethernet_card: VirtualEthernetCard,
+    /// `allowGuestOSMtuChange`.
+    pub allow_guest_os_mtu_change: Option<bool>,
+    /// `sriovBacking`.
+    pub sriov_backing: Option<VirtualSriovEthernetCardSriovBackingInfo>,
+    /// `dvxBackingInfo`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub dvx_backing_info: Option<VirtualPCIPassthroughDvxBackingInfo>,
+}
+impl x::SchemaType for VirtualSriovEthernetCard {
+    const TYPE_NAME: &'static str = "VirtualSriovEthernetCard";
+}
+impl x::Structure for VirtualSriovEthernetCard {}
+impl std::fmt::Debug for VirtualSriovEthernetCard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSriovEthernetCard", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSriovEthernetCard {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSriovEthernetCard {
+    type Target = VirtualEthernetCard;
+    #[inline]
+    fn deref(&self) -> &VirtualEthernetCard {
+        &self.virtual_ethernet_card
+    }
+}
+impl std::ops::DerefMut for VirtualSriovEthernetCard {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualEthernetCard {
+        &mut self.virtual_ethernet_card
+    }
+}
+impl x::Fields for VirtualSriovEthernetCard {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "allowGuestOSMtuChange" => r.read_opt(&mut self.allow_guest_os_mtu_change),
+            "sriovBacking" => r.read_opt(&mut self.sriov_backing),
+            "dvxBackingInfo" => r.read_opt(&mut self.dvx_backing_info),
+            _ => return x::Fields::decode_field(&mut self.virtual_ethernet_card, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_ethernet_card, w);
+        w.write_opt("allowGuestOSMtuChange", &self.allow_guest_os_mtu_change);
+        w.write_opt("sriovBacking", &self.sriov_backing);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualSriovEthernetCard.dvxBackingInfo",
+                self.dvx_backing_info.is_some(),
+            )
+        {
+            w.write_opt("dvxBackingInfo", &self.dvx_backing_info);
+        }
+    }
+}
+/// `VirtualSriovEthernetCardOption` (extends `VirtualEthernetCardOption`).
+///
+/// The fields of `VirtualEthernetCardOption` are in `virtual_ethernet_card_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSriovEthernetCardOption {
+    /// The fields `VirtualSriovEthernetCardOption` inherits from `VirtualEthernetCardOption`.
+    pub virtual_ethernet_card_option: VirtualEthernetCardOption,
+}
+impl x::SchemaType for VirtualSriovEthernetCardOption {
+    const TYPE_NAME: &'static str = "VirtualSriovEthernetCardOption";
+}
+impl x::Structure for VirtualSriovEthernetCardOption {}
+impl std::fmt::Debug for VirtualSriovEthernetCardOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSriovEthernetCardOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSriovEthernetCardOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSriovEthernetCardOption {
+    type Target = VirtualEthernetCardOption;
+    #[inline]
+    fn deref(&self) -> &VirtualEthernetCardOption {
+        &self.virtual_ethernet_card_option
+    }
+}
+impl std::ops::DerefMut for VirtualSriovEthernetCardOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualEthernetCardOption {
+        &mut self.virtual_ethernet_card_option
+    }
+}
+impl x::Fields for VirtualSriovEthernetCardOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_ethernet_card_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_ethernet_card_option, w);
+    }
+}
+/// `VirtualSriovEthernetCardSriovBackingInfo` (extends `VirtualDeviceBackingInfo`).
+#[derive(Clone, Default)]
+pub struct VirtualSriovEthernetCardSriovBackingInfo {
+    /// `physicalFunctionBacking`.
+    pub physical_function_backing: Option<VirtualPCIPassthroughDeviceBackingInfo>,
+    /// `virtualFunctionBacking`.
+    pub virtual_function_backing: Option<VirtualPCIPassthroughDeviceBackingInfo>,
+    /// `virtualFunctionIndex`.
+    pub virtual_function_index: Option<i32>,
+}
+impl x::SchemaType for VirtualSriovEthernetCardSriovBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSriovEthernetCardSriovBackingInfo";
+}
+impl x::Structure for VirtualSriovEthernetCardSriovBackingInfo {}
+impl std::fmt::Debug for VirtualSriovEthernetCardSriovBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualSriovEthernetCardSriovBackingInfo",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualSriovEthernetCardSriovBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for VirtualSriovEthernetCardSriovBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "physicalFunctionBacking" => r.read_opt(&mut self.physical_function_backing),
+            "virtualFunctionBacking" => r.read_opt(&mut self.virtual_function_backing),
+            "virtualFunctionIndex" => r.read_opt(&mut self.virtual_function_index),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("physicalFunctionBacking", &self.physical_function_backing);
+        w.write_opt("virtualFunctionBacking", &self.virtual_function_backing);
+        w.write_opt("virtualFunctionIndex", &self.virtual_function_index);
+    }
+}
+/// `VirtualSriovEthernetCardSriovBackingOption` (extends `VirtualDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSriovEthernetCardSriovBackingOption {
+    /// The fields `VirtualSriovEthernetCardSriovBackingOption` inherits from `VirtualDeviceBackingOption`.
+    pub virtual_device_backing_option: VirtualDeviceBackingOption,
+}
+impl x::SchemaType for VirtualSriovEthernetCardSriovBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSriovEthernetCardSriovBackingOption";
+}
+impl x::Structure for VirtualSriovEthernetCardSriovBackingOption {}
+impl std::fmt::Debug for VirtualSriovEthernetCardSriovBackingOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "VirtualSriovEthernetCardSriovBackingOption",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for VirtualSriovEthernetCardSriovBackingOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSriovEthernetCardSriovBackingOption {
+    type Target = VirtualDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceBackingOption {
+        &self.virtual_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualSriovEthernetCardSriovBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
+        &mut self.virtual_device_backing_option
+    }
+}
+impl x::Fields for VirtualSriovEthernetCardSriovBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
+    }
+}
+/// `VirtualSwitchProfile` (extends `ApplyProfile`).
+///
+/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSwitchProfile {
+    /// The fields `VirtualSwitchProfile` inherits from `ApplyProfile`.
+    pub apply_profile: ApplyProfile,
+    /// `key`.
+    pub key: String,
+    /// `name`.
+    pub name: String,
+    /// `link`.
+    pub link: LinkProfile,
+    /// `numPorts`.
+    pub num_ports: NumPortsProfile,
+    /// `networkPolicy`.
+    pub network_policy: NetworkPolicyProfile,
+}
+impl x::SchemaType for VirtualSwitchProfile {
+    const TYPE_NAME: &'static str = "VirtualSwitchProfile";
+}
+impl x::Structure for VirtualSwitchProfile {}
+impl std::fmt::Debug for VirtualSwitchProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSwitchProfile", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSwitchProfile {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSwitchProfile {
+    type Target = ApplyProfile;
+    #[inline]
+    fn deref(&self) -> &ApplyProfile {
+        &self.apply_profile
+    }
+}
+impl std::ops::DerefMut for VirtualSwitchProfile {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ApplyProfile {
+        &mut self.apply_profile
+    }
+}
+impl x::Fields for VirtualSwitchProfile {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "link" => r.read(&mut self.link),
+            "numPorts" => r.read(&mut self.num_ports),
+            "networkPolicy" => r.read(&mut self.network_policy),
+            _ => return x::Fields::decode_field(&mut self.apply_profile, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.apply_profile, w);
+        w.write("key", &self.key);
+        w.write("name", &self.name);
+        w.write("link", &self.link);
+        w.write("numPorts", &self.num_ports);
+        w.write("networkPolicy", &self.network_policy);
+    }
+}
+impl x::ArrayItem for VirtualSwitchProfile {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualSwitchProfile";
+    const ITEM_TAG: &'static str = "VirtualSwitchProfile";
+}
+/// `VirtualSwitchSelectionProfile` (extends `ApplyProfile`).
+///
+/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualSwitchSelectionProfile {
+    /// The fields `VirtualSwitchSelectionProfile` inherits from `ApplyProfile`.
+    pub apply_profile: ApplyProfile,
+}
+impl x::SchemaType for VirtualSwitchSelectionProfile {
+    const TYPE_NAME: &'static str = "VirtualSwitchSelectionProfile";
+}
+impl x::Structure for VirtualSwitchSelectionProfile {}
+impl std::fmt::Debug for VirtualSwitchSelectionProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualSwitchSelectionProfile", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualSwitchSelectionProfile {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualSwitchSelectionProfile {
+    type Target = ApplyProfile;
+    #[inline]
+    fn deref(&self) -> &ApplyProfile {
+        &self.apply_profile
+    }
+}
+impl std::ops::DerefMut for VirtualSwitchSelectionProfile {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ApplyProfile {
+        &mut self.apply_profile
+    }
+}
+impl x::Fields for VirtualSwitchSelectionProfile {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.apply_profile, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.apply_profile, w);
+    }
+}
+/// `VirtualTPM` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VirtualTPM {
+    /// The fields `VirtualTPM` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+    /// `endorsementKeyCertificateSigningRequest`.
+    pub endorsement_key_certificate_signing_request: Vec<Vec<u8>>,
+    /// `endorsementKeyCertificate`.
+    pub endorsement_key_certificate: Vec<Vec<u8>>,
+}
+impl x::SchemaType for VirtualTPM {
+    const TYPE_NAME: &'static str = "VirtualTPM";
+}
+impl x::Structure for VirtualTPM {}
+impl std::fmt::Debug for VirtualTPM {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualTPM", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualTPM {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualTPM {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_device: self.virtual_device.clone(),
+            endorsement_key_certificate_signing_request: x::clone_vec(
+                &self.endorsement_key_certificate_signing_request,
+            ),
+            endorsement_key_certificate: x::clone_vec(&self.endorsement_key_certificate),
+        }
+    }
+}
+impl std::ops::Deref for VirtualTPM {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualTPM {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualTPM {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "endorsementKeyCertificateSigningRequest" => {
+                r.read_push(&mut self.endorsement_key_certificate_signing_request)
+            }
+            "endorsementKeyCertificate" => {
+                r.read_push(&mut self.endorsement_key_certificate)
+            }
+            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+        w.write_vec(
+            "endorsementKeyCertificateSigningRequest",
+            &self.endorsement_key_certificate_signing_request,
+        );
+        w.write_vec("endorsementKeyCertificate", &self.endorsement_key_certificate);
+    }
+}
+/// `VirtualTPMOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VirtualTPMOption {
+    /// The fields `VirtualTPMOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+    /// `supportedFirmware`.
+    pub supported_firmware: Vec<String>,
+}
+impl x::SchemaType for VirtualTPMOption {
+    const TYPE_NAME: &'static str = "VirtualTPMOption";
+}
+impl x::Structure for VirtualTPMOption {}
+impl std::fmt::Debug for VirtualTPMOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualTPMOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualTPMOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualTPMOption {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_device_option: self.virtual_device_option.clone(),
+            supported_firmware: x::clone_vec(&self.supported_firmware),
+        }
+    }
+}
+impl std::ops::Deref for VirtualTPMOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualTPMOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualTPMOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "supportedFirmware" => r.read_push(&mut self.supported_firmware),
+            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+        w.write_vec("supportedFirmware", &self.supported_firmware);
+    }
+}
+/// `VirtualUSB` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VirtualUSB {
+    /// The fields `VirtualUSB` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+    /// `connected`.
+    pub connected: bool,
+    /// `vendor`.
+    pub vendor: Option<i32>,
+    /// `product`.
+    pub product: Option<i32>,
+    /// `family`.
+    pub family: Vec<String>,
+    /// `speed`.
+    pub speed: Vec<String>,
+}
+impl x::SchemaType for VirtualUSB {
+    const TYPE_NAME: &'static str = "VirtualUSB";
+}
+impl x::Structure for VirtualUSB {}
+impl std::fmt::Debug for VirtualUSB {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualUSB", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualUSB {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualUSB {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_device: self.virtual_device.clone(),
+            connected: self.connected,
+            vendor: self.vendor,
+            product: self.product,
+            family: x::clone_vec(&self.family),
+            speed: x::clone_vec(&self.speed),
+        }
+    }
+}
+impl std::ops::Deref for VirtualUSB {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualUSB {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualUSB {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "connected" => r.read(&mut self.connected),
+            "vendor" => r.read_opt(&mut self.vendor),
+            "product" => r.read_opt(&mut self.product),
+            "family" => r.read_push(&mut self.family),
+            "speed" => r.read_push(&mut self.speed),
+            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+        w.write("connected", &self.connected);
+        w.write_opt("vendor", &self.vendor);
+        w.write_opt("product", &self.product);
+        w.write_vec("family", &self.family);
+        w.write_vec("speed", &self.speed);
+    }
+}
+/// `VirtualUSBController` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualUSBController {
+    /// The fields `VirtualUSBController` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
+    /// `autoConnectDevices`.
+    pub auto_connect_devices: Option<bool>,
+    /// `ehciEnabled`.
+    pub ehci_enabled: Option<bool>,
+}
+impl x::SchemaType for VirtualUSBController {
+    const TYPE_NAME: &'static str = "VirtualUSBController";
+}
+impl x::Structure for VirtualUSBController {}
+impl std::fmt::Debug for VirtualUSBController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualUSBController", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualUSBController {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualUSBController {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualUSBController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
+impl x::Fields for VirtualUSBController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "autoConnectDevices" => r.read_opt(&mut self.auto_connect_devices),
+            "ehciEnabled" => r.read_opt(&mut self.ehci_enabled),
+            _ => return x::Fields::decode_field(&mut self.virtual_controller, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+        w.write_opt("autoConnectDevices", &self.auto_connect_devices);
+        w.write_opt("ehciEnabled", &self.ehci_enabled);
+    }
+}
+/// `VirtualUSBControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Default)]
+pub struct VirtualUSBControllerOption {
+    /// The fields `VirtualUSBControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `autoConnectDevices`.
+    pub auto_connect_devices: BoolOption,
+    /// `ehciSupported`.
+    pub ehci_supported: BoolOption,
+    /// `supportedSpeeds`.
+    pub supported_speeds: Vec<String>,
+}
+impl x::SchemaType for VirtualUSBControllerOption {
+    const TYPE_NAME: &'static str = "VirtualUSBControllerOption";
+}
+impl x::Structure for VirtualUSBControllerOption {}
+impl std::fmt::Debug for VirtualUSBControllerOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualUSBControllerOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualUSBControllerOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for VirtualUSBControllerOption {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_controller_option: self.virtual_controller_option.clone(),
+            auto_connect_devices: self.auto_connect_devices.clone(),
+            ehci_supported: self.ehci_supported.clone(),
+            supported_speeds: x::clone_vec(&self.supported_speeds),
+        }
+    }
+}
+impl std::ops::Deref for VirtualUSBControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualUSBControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualUSBControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "autoConnectDevices" => r.read(&mut self.auto_connect_devices),
+            "ehciSupported" => r.read(&mut self.ehci_supported),
+            "supportedSpeeds" => r.read_push(&mut self.supported_speeds),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("autoConnectDevices", &self.auto_connect_devices);
+        w.write("ehciSupported", &self.ehci_supported);
+        w.write_vec("supportedSpeeds", &self.supported_speeds);
+    }
+}
+/// `VirtualUSBControllerPciBusSlotInfo` (extends `VirtualDevicePciBusSlotInfo`).
+///
+/// The fields of `VirtualDevicePciBusSlotInfo` are in `virtual_device_pci_bus_slot_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualUSBControllerPciBusSlotInfo {
+    /// The fields `VirtualUSBControllerPciBusSlotInfo` inherits from `VirtualDevicePciBusSlotInfo`.
+    pub virtual_device_pci_bus_slot_info: VirtualDevicePciBusSlotInfo,
+    /// `ehciPciSlotNumber`.
+    pub ehci_pci_slot_number: Option<i32>,
+}
+impl x::SchemaType for VirtualUSBControllerPciBusSlotInfo {
+    const TYPE_NAME: &'static str = "VirtualUSBControllerPciBusSlotInfo";
+}
+impl x::Structure for VirtualUSBControllerPciBusSlotInfo {}
+impl std::fmt::Debug for VirtualUSBControllerPciBusSlotInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualUSBControllerPciBusSlotInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualUSBControllerPciBusSlotInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualUSBControllerPciBusSlotInfo {
+    type Target = VirtualDevicePciBusSlotInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDevicePciBusSlotInfo {
+        &self.virtual_device_pci_bus_slot_info
+    }
+}
+impl std::ops::DerefMut for VirtualUSBControllerPciBusSlotInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevicePciBusSlotInfo {
+        &mut self.virtual_device_pci_bus_slot_info
+    }
+}
+impl x::Fields for VirtualUSBControllerPciBusSlotInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ehciPciSlotNumber" => r.read_opt(&mut self.ehci_pci_slot_number),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_pci_bus_slot_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_pci_bus_slot_info, w);
+        w.write_opt("ehciPciSlotNumber", &self.ehci_pci_slot_number);
+    }
+}
+/// `VirtualUSBOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualUSBOption {
+    /// The fields `VirtualUSBOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+}
+impl x::SchemaType for VirtualUSBOption {
+    const TYPE_NAME: &'static str = "VirtualUSBOption";
+}
+impl x::Structure for VirtualUSBOption {}
+impl std::fmt::Debug for VirtualUSBOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualUSBOption", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualUSBOption {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualUSBOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualUSBOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualUSBOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+    }
+}
+/// `VirtualUSBRemoteClientBackingInfo` (extends `VirtualDeviceRemoteDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceRemoteDeviceBackingInfo` are in `virtual_device_remote_device_backing_info`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VirtualUSBRemoteClientBackingInfo {
+    /// The fields `VirtualUSBRemoteClientBackingInfo` inherits from `VirtualDeviceRemoteDeviceBackingInfo`.
+    pub virtual_device_remote_device_backing_info: VirtualDeviceRemoteDeviceBackingInfo,
+    /// `hostname`.
+    pub hostname: String,
+}
+impl x::SchemaType for VirtualUSBRemoteClientBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualUSBRemoteClientBackingInfo";
+}
+impl x::Structure for VirtualUSBRemoteClientBackingInfo {}
+impl std::fmt::Debug for VirtualUSBRemoteClientBackingInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VirtualUSBRemoteClientBackingInfo", x::fields_ref(self))
+    }
+}
+impl PartialEq for VirtualUSBRemoteClientBackingInfo {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl std::ops::Deref for VirtualUSBRemoteClientBackingInfo {
+    type Target = VirtualDeviceRemoteDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceRemoteDeviceBackingInfo {
+        &self.virtual_device_remote_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualUSBRemoteClientBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceRemoteDeviceBackingInfo {
+        &mut self.virtual_device_remote_device_backing_info
+    }
+}
+impl x::Fields for VirtualUSBRemoteClientBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostname" => r.read(&mut self.hostname),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_remote_device_backing_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_remote_device_backing_info, w);
+        w.write("hostname", &self.hostname);
+    }
+}
 /// `VirtualUSBRemoteClientBackingOption` (extends `VirtualDeviceRemoteDeviceBackingOption`).
 ///
 /// The fields of `VirtualDeviceRemoteDeviceBackingOption` are in `virtual_device_remote_device_backing_option`, also reachable through `Deref`.
@@ -19,12 +1543,12 @@ impl x::SchemaType for VirtualUSBRemoteClientBackingOption {
 impl x::Structure for VirtualUSBRemoteClientBackingOption {}
 impl std::fmt::Debug for VirtualUSBRemoteClientBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualUSBRemoteClientBackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualUSBRemoteClientBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualUSBRemoteClientBackingOption {
@@ -73,12 +1597,12 @@ impl x::SchemaType for VirtualUSBRemoteHostBackingInfo {
 impl x::Structure for VirtualUSBRemoteHostBackingInfo {}
 impl std::fmt::Debug for VirtualUSBRemoteHostBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualUSBRemoteHostBackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualUSBRemoteHostBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualUSBRemoteHostBackingInfo {
@@ -132,12 +1656,12 @@ impl x::SchemaType for VirtualUSBRemoteHostBackingOption {
 impl x::Structure for VirtualUSBRemoteHostBackingOption {}
 impl std::fmt::Debug for VirtualUSBRemoteHostBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualUSBRemoteHostBackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualUSBRemoteHostBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualUSBRemoteHostBackingOption {
@@ -180,12 +1704,12 @@ impl x::SchemaType for VirtualUSBUSBBackingInfo {
 impl x::Structure for VirtualUSBUSBBackingInfo {}
 impl std::fmt::Debug for VirtualUSBUSBBackingInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualUSBUSBBackingInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualUSBUSBBackingInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualUSBUSBBackingInfo {
@@ -228,12 +1752,12 @@ impl x::SchemaType for VirtualUSBUSBBackingOption {
 impl x::Structure for VirtualUSBUSBBackingOption {}
 impl std::fmt::Debug for VirtualUSBUSBBackingOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualUSBUSBBackingOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualUSBUSBBackingOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualUSBUSBBackingOption {
@@ -278,12 +1802,12 @@ impl x::SchemaType for VirtualUSBXHCIController {
 impl x::Structure for VirtualUSBXHCIController {}
 impl std::fmt::Debug for VirtualUSBXHCIController {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualUSBXHCIController", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualUSBXHCIController {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualUSBXHCIController {
@@ -335,12 +1859,12 @@ impl x::SchemaType for VirtualUSBXHCIControllerOption {
 impl x::Structure for VirtualUSBXHCIControllerOption {}
 impl std::fmt::Debug for VirtualUSBXHCIControllerOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualUSBXHCIControllerOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualUSBXHCIControllerOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VirtualUSBXHCIControllerOption {
@@ -405,12 +1929,12 @@ impl x::SchemaType for VirtualVMIROMOption {
 impl x::Structure for VirtualVMIROMOption {}
 impl std::fmt::Debug for VirtualVMIROMOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualVMIROMOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualVMIROMOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualVMIROMOption {
@@ -467,12 +1991,12 @@ impl x::SchemaType for VirtualVideoCardOption {
 impl x::Structure for VirtualVideoCardOption {}
 impl std::fmt::Debug for VirtualVideoCardOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualVideoCardOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualVideoCardOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualVideoCardOption {
@@ -534,12 +2058,12 @@ impl x::SchemaType for VirtualVmxnet {
 impl x::Structure for VirtualVmxnet {}
 impl std::fmt::Debug for VirtualVmxnet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualVmxnet", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualVmxnet {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualVmxnet {
@@ -582,12 +2106,12 @@ impl x::SchemaType for VirtualVmxnet2 {
 impl x::Structure for VirtualVmxnet2 {}
 impl std::fmt::Debug for VirtualVmxnet2 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualVmxnet2", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualVmxnet2 {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualVmxnet2 {
@@ -630,12 +2154,12 @@ impl x::SchemaType for VirtualVmxnet2Option {
 impl x::Structure for VirtualVmxnet2Option {}
 impl std::fmt::Debug for VirtualVmxnet2Option {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualVmxnet2Option", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualVmxnet2Option {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualVmxnet2Option {
@@ -686,12 +2210,12 @@ impl x::SchemaType for VirtualVmxnet3 {
 impl x::Structure for VirtualVmxnet3 {}
 impl std::fmt::Debug for VirtualVmxnet3 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualVmxnet3", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualVmxnet3 {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualVmxnet3 {
@@ -767,12 +2291,12 @@ impl x::SchemaType for VirtualVmxnet3Option {
 impl x::Structure for VirtualVmxnet3Option {}
 impl std::fmt::Debug for VirtualVmxnet3Option {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualVmxnet3Option", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualVmxnet3Option {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualVmxnet3Option {
@@ -866,12 +2390,16 @@ impl x::SchemaType for VirtualVmxnet3OptionStrictLatencyConfigOption {
 impl x::Structure for VirtualVmxnet3OptionStrictLatencyConfigOption {}
 impl std::fmt::Debug for VirtualVmxnet3OptionStrictLatencyConfigOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VirtualVmxnet3OptionStrictLatencyConfigOption",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VirtualVmxnet3OptionStrictLatencyConfigOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualVmxnet3OptionStrictLatencyConfigOption {
@@ -944,12 +2472,12 @@ impl x::SchemaType for VirtualVmxnet3StrictLatencyConfig {
 impl x::Structure for VirtualVmxnet3StrictLatencyConfig {}
 impl std::fmt::Debug for VirtualVmxnet3StrictLatencyConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualVmxnet3StrictLatencyConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualVmxnet3StrictLatencyConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VirtualVmxnet3StrictLatencyConfig {
@@ -998,12 +2526,12 @@ impl x::SchemaType for VirtualVmxnet3Vrdma {
 impl x::Structure for VirtualVmxnet3Vrdma {}
 impl std::fmt::Debug for VirtualVmxnet3Vrdma {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualVmxnet3Vrdma", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualVmxnet3Vrdma {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualVmxnet3Vrdma {
@@ -1053,12 +2581,12 @@ impl x::SchemaType for VirtualVmxnet3VrdmaOption {
 impl x::Structure for VirtualVmxnet3VrdmaOption {}
 impl std::fmt::Debug for VirtualVmxnet3VrdmaOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualVmxnet3VrdmaOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualVmxnet3VrdmaOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualVmxnet3VrdmaOption {
@@ -1108,12 +2636,12 @@ impl x::SchemaType for VirtualVmxnetOption {
 impl x::Structure for VirtualVmxnetOption {}
 impl std::fmt::Debug for VirtualVmxnetOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualVmxnetOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualVmxnetOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualVmxnetOption {
@@ -1160,12 +2688,12 @@ impl x::SchemaType for VirtualWDT {
 impl x::Structure for VirtualWDT {}
 impl std::fmt::Debug for VirtualWDT {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualWDT", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualWDT {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualWDT {
@@ -1217,12 +2745,12 @@ impl x::SchemaType for VirtualWDTOption {
 impl x::Structure for VirtualWDTOption {}
 impl std::fmt::Debug for VirtualWDTOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VirtualWDTOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VirtualWDTOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VirtualWDTOption {

@@ -19,12 +19,12 @@ impl x::SchemaType for VlanProfile {
 impl x::Structure for VlanProfile {}
 impl std::fmt::Debug for VlanProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VlanProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for VlanProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VlanProfile {
@@ -71,13 +71,13 @@ impl x::Structure for VmAcquiredMksTicketEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmAcquiredMksTicketEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmAcquiredMksTicketEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmAcquiredMksTicketEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -129,13 +129,13 @@ impl x::Structure for VmAcquiredTicketEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmAcquiredTicketEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmAcquiredTicketEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmAcquiredTicketEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -196,13 +196,13 @@ impl x::Structure for VmAlreadyExistsInDatacenter {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VmAlreadyExistsInDatacenter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmAlreadyExistsInDatacenter", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VmAlreadyExistsInDatacenter {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -276,13 +276,13 @@ impl x::Structure for VmAutoRenameEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmAutoRenameEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmAutoRenameEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmAutoRenameEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -345,13 +345,13 @@ impl x::Structure for VmBeingClonedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmBeingClonedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmBeingClonedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmBeingClonedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -414,13 +414,13 @@ impl x::Structure for VmBeingClonedNoFolderEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmBeingClonedNoFolderEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmBeingClonedNoFolderEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmBeingClonedNoFolderEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -479,13 +479,13 @@ impl x::Structure for VmBeingCreatedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmBeingCreatedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmBeingCreatedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmBeingCreatedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -542,13 +542,13 @@ impl x::Structure for VmBeingDeployedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmBeingDeployedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmBeingDeployedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmBeingDeployedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -609,13 +609,13 @@ impl x::Structure for VmBeingHotMigratedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmBeingHotMigratedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmBeingHotMigratedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmBeingHotMigratedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -680,13 +680,13 @@ impl x::Structure for VmBeingMigratedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmBeingMigratedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmBeingMigratedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmBeingMigratedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -751,13 +751,13 @@ impl x::Structure for VmBeingRelocatedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmBeingRelocatedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmBeingRelocatedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmBeingRelocatedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -818,13 +818,13 @@ impl x::Structure for VmCloneEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmCloneEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmCloneEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmCloneEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -882,13 +882,13 @@ impl x::Structure for VmCloneFailedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmCloneFailedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmCloneFailedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmCloneFailedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -951,13 +951,13 @@ impl x::Structure for VmClonedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmClonedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmClonedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmClonedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1008,12 +1008,12 @@ impl x::SchemaType for VmConfigFault {
 impl x::Structure for VmConfigFault {}
 impl std::fmt::Debug for VmConfigFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmConfigFault", x::fields_ref(self))
     }
 }
 impl PartialEq for VmConfigFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VmConfigFault {
@@ -1054,12 +1054,12 @@ impl x::SchemaType for VmConfigFileEncryptionInfo {
 impl x::Structure for VmConfigFileEncryptionInfo {}
 impl std::fmt::Debug for VmConfigFileEncryptionInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmConfigFileEncryptionInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VmConfigFileEncryptionInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VmConfigFileEncryptionInfo {
@@ -1097,12 +1097,12 @@ impl x::SchemaType for VmConfigFileInfo {
 impl x::Structure for VmConfigFileInfo {}
 impl std::fmt::Debug for VmConfigFileInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmConfigFileInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VmConfigFileInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VmConfigFileInfo {
@@ -1152,12 +1152,12 @@ impl x::SchemaType for VmConfigFileQuery {
 impl x::Structure for VmConfigFileQuery {}
 impl std::fmt::Debug for VmConfigFileQuery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmConfigFileQuery", x::fields_ref(self))
     }
 }
 impl PartialEq for VmConfigFileQuery {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VmConfigFileQuery {
@@ -1193,12 +1193,12 @@ impl x::SchemaType for VmConfigFileQueryFilter {
 impl x::Structure for VmConfigFileQueryFilter {}
 impl std::fmt::Debug for VmConfigFileQueryFilter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmConfigFileQueryFilter", x::fields_ref(self))
     }
 }
 impl PartialEq for VmConfigFileQueryFilter {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VmConfigFileQueryFilter {
@@ -1242,12 +1242,12 @@ impl x::SchemaType for VmConfigFileQueryFlags {
 impl x::Structure for VmConfigFileQueryFlags {}
 impl std::fmt::Debug for VmConfigFileQueryFlags {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmConfigFileQueryFlags", x::fields_ref(self))
     }
 }
 impl PartialEq for VmConfigFileQueryFlags {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VmConfigFileQueryFlags {
@@ -1289,13 +1289,13 @@ impl x::Structure for VmConfigIncompatibleForFaultTolerance {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VmConfigIncompatibleForFaultTolerance {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmConfigIncompatibleForFaultTolerance", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VmConfigIncompatibleForFaultTolerance {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1352,13 +1352,13 @@ impl x::Structure for VmConfigIncompatibleForRecordReplay {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VmConfigIncompatibleForRecordReplay {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmConfigIncompatibleForRecordReplay", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VmConfigIncompatibleForRecordReplay {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1423,12 +1423,12 @@ impl x::SchemaType for VmConfigInfo {
 impl x::Structure for VmConfigInfo {}
 impl std::fmt::Debug for VmConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VmConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VmConfigInfo {
@@ -1494,13 +1494,13 @@ impl x::Structure for VmConfigMissingEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmConfigMissingEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmConfigMissingEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmConfigMissingEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1560,12 +1560,12 @@ impl x::SchemaType for VmConfigSpec {
 impl x::Structure for VmConfigSpec {}
 impl std::fmt::Debug for VmConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VmConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VmConfigSpec {
@@ -1631,13 +1631,13 @@ impl x::Structure for VmConnectedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmConnectedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmConnectedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmConnectedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1687,13 +1687,13 @@ impl x::Structure for VmCreatedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmCreatedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmCreatedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmCreatedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1745,13 +1745,13 @@ impl x::Structure for VmDasBeingResetEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmDasBeingResetEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmDasBeingResetEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmDasBeingResetEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1808,13 +1808,13 @@ impl x::Structure for VmDasBeingResetWithScreenshotEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmDasBeingResetWithScreenshotEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmDasBeingResetWithScreenshotEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmDasBeingResetWithScreenshotEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1875,13 +1875,13 @@ impl x::Structure for VmDasResetFailedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmDasResetFailedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmDasResetFailedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmDasResetFailedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1931,13 +1931,13 @@ impl x::Structure for VmDasUpdateErrorEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmDasUpdateErrorEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmDasUpdateErrorEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmDasUpdateErrorEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1987,13 +1987,13 @@ impl x::Structure for VmDasUpdateOkEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmDasUpdateOkEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmDasUpdateOkEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmDasUpdateOkEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2043,13 +2043,13 @@ impl x::Structure for VmDateRolledBackEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmDateRolledBackEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmDateRolledBackEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmDateRolledBackEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2103,13 +2103,13 @@ impl x::Structure for VmDeployFailedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmDeployFailedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmDeployFailedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmDeployFailedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2168,13 +2168,13 @@ impl x::Structure for VmDeployedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmDeployedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmDeployedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmDeployedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2229,13 +2229,13 @@ impl x::Structure for VmDisconnectedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmDisconnectedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmDisconnectedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmDisconnectedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2285,13 +2285,13 @@ impl x::Structure for VmDiscoveredEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmDiscoveredEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmDiscoveredEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmDiscoveredEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2345,13 +2345,13 @@ impl x::Structure for VmDiskFailedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmDiskFailedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmDiskFailedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmDiskFailedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2402,12 +2402,12 @@ impl x::SchemaType for VmDiskFileEncryptionInfo {
 impl x::Structure for VmDiskFileEncryptionInfo {}
 impl std::fmt::Debug for VmDiskFileEncryptionInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmDiskFileEncryptionInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VmDiskFileEncryptionInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VmDiskFileEncryptionInfo {
@@ -2459,12 +2459,12 @@ impl x::SchemaType for VmDiskFileInfo {
 impl x::Structure for VmDiskFileInfo {}
 impl std::fmt::Debug for VmDiskFileInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmDiskFileInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VmDiskFileInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VmDiskFileInfo {
@@ -2549,12 +2549,12 @@ impl x::SchemaType for VmDiskFileQuery {
 impl x::Structure for VmDiskFileQuery {}
 impl std::fmt::Debug for VmDiskFileQuery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmDiskFileQuery", x::fields_ref(self))
     }
 }
 impl PartialEq for VmDiskFileQuery {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VmDiskFileQuery {
@@ -2596,12 +2596,12 @@ impl x::SchemaType for VmDiskFileQueryFilter {
 impl x::Structure for VmDiskFileQueryFilter {}
 impl std::fmt::Debug for VmDiskFileQueryFilter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmDiskFileQueryFilter", x::fields_ref(self))
     }
 }
 impl PartialEq for VmDiskFileQueryFilter {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VmDiskFileQueryFilter {
@@ -2668,12 +2668,12 @@ impl x::SchemaType for VmDiskFileQueryFlags {
 impl x::Structure for VmDiskFileQueryFlags {}
 impl std::fmt::Debug for VmDiskFileQueryFlags {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmDiskFileQueryFlags", x::fields_ref(self))
     }
 }
 impl PartialEq for VmDiskFileQueryFlags {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VmDiskFileQueryFlags {
@@ -2733,13 +2733,13 @@ impl x::Structure for VmEmigratingEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmEmigratingEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmEmigratingEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmEmigratingEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2789,13 +2789,13 @@ impl x::Structure for VmEndRecordingEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmEndRecordingEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmEndRecordingEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmEndRecordingEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2845,13 +2845,13 @@ impl x::Structure for VmEndReplayingEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmEndReplayingEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmEndReplayingEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmEndReplayingEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2903,13 +2903,13 @@ impl x::Structure for VmEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2962,12 +2962,12 @@ impl x::SchemaType for VmEventArgument {
 impl x::Structure for VmEventArgument {}
 impl std::fmt::Debug for VmEventArgument {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmEventArgument", x::fields_ref(self))
     }
 }
 impl PartialEq for VmEventArgument {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VmEventArgument {
@@ -3031,13 +3031,13 @@ impl x::Structure for VmFailedMigrateEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmFailedMigrateEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmFailedMigrateEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmFailedMigrateEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -3100,13 +3100,13 @@ impl x::Structure for VmFailedRelayoutEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmFailedRelayoutEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmFailedRelayoutEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmFailedRelayoutEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -3161,13 +3161,13 @@ impl x::Structure for VmFailedRelayoutOnVmfs2DatastoreEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmFailedRelayoutOnVmfs2DatastoreEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmFailedRelayoutOnVmfs2DatastoreEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmFailedRelayoutOnVmfs2DatastoreEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -3219,13 +3219,13 @@ impl x::Structure for VmFailedStartingSecondaryEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmFailedStartingSecondaryEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmFailedStartingSecondaryEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmFailedStartingSecondaryEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -3282,13 +3282,13 @@ impl x::Structure for VmFailedToPowerOffEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmFailedToPowerOffEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmFailedToPowerOffEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmFailedToPowerOffEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -3345,13 +3345,13 @@ impl x::Structure for VmFailedToPowerOnEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmFailedToPowerOnEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmFailedToPowerOnEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmFailedToPowerOnEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -3408,13 +3408,13 @@ impl x::Structure for VmFailedToRebootGuestEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmFailedToRebootGuestEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmFailedToRebootGuestEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmFailedToRebootGuestEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -3471,13 +3471,13 @@ impl x::Structure for VmFailedToResetEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmFailedToResetEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmFailedToResetEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmFailedToResetEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -3534,13 +3534,13 @@ impl x::Structure for VmFailedToShutdownGuestEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmFailedToShutdownGuestEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmFailedToShutdownGuestEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmFailedToShutdownGuestEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -3560,69 +3560,6 @@ impl std::ops::DerefMut for VmFailedToShutdownGuestEvent {
 }
 #[cfg(feature = "all-events")]
 impl x::Fields for VmFailedToShutdownGuestEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "reason" => r.read(&mut self.reason),
-            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_event, w);
-        w.write("reason", &self.reason);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `VmFailedToStandbyGuestEvent` (extends `VmEvent`).
-///
-/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VmFailedToStandbyGuestEvent {
-    /// The fields `VmFailedToStandbyGuestEvent` inherits from `VmEvent`.
-    pub vm_event: VmEvent,
-    /// `reason`.
-    pub reason: LocalizedMethodFault,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for VmFailedToStandbyGuestEvent {
-    const TYPE_NAME: &'static str = "VmFailedToStandbyGuestEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for VmFailedToStandbyGuestEvent {}
-#[cfg(feature = "all-events")]
-impl std::fmt::Debug for VmFailedToStandbyGuestEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-events")]
-impl PartialEq for VmFailedToStandbyGuestEvent {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for VmFailedToStandbyGuestEvent {
-    type Target = VmEvent;
-    #[inline]
-    fn deref(&self) -> &VmEvent {
-        &self.vm_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for VmFailedToStandbyGuestEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmEvent {
-        &mut self.vm_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for VmFailedToStandbyGuestEvent {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,

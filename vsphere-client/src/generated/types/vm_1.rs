@@ -6,6 +6,69 @@ use super::*;
 use crate::xml as x;
 
 #[cfg(feature = "all-events")]
+/// `VmFailedToStandbyGuestEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VmFailedToStandbyGuestEvent {
+    /// The fields `VmFailedToStandbyGuestEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+    /// `reason`.
+    pub reason: LocalizedMethodFault,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for VmFailedToStandbyGuestEvent {
+    const TYPE_NAME: &'static str = "VmFailedToStandbyGuestEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for VmFailedToStandbyGuestEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmFailedToStandbyGuestEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmFailedToStandbyGuestEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmFailedToStandbyGuestEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for VmFailedToStandbyGuestEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for VmFailedToStandbyGuestEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for VmFailedToStandbyGuestEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "reason" => r.read(&mut self.reason),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+        w.write("reason", &self.reason);
+    }
+}
+#[cfg(feature = "all-events")]
 /// `VmFailedToSuspendEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -25,13 +88,13 @@ impl x::Structure for VmFailedToSuspendEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmFailedToSuspendEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmFailedToSuspendEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmFailedToSuspendEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -86,13 +149,13 @@ impl x::Structure for VmFailedUpdatingSecondaryConfig {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmFailedUpdatingSecondaryConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmFailedUpdatingSecondaryConfig", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmFailedUpdatingSecondaryConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -144,13 +207,13 @@ impl x::Structure for VmFailoverFailed {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmFailoverFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmFailoverFailed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmFailoverFailed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -211,13 +274,13 @@ impl x::Structure for VmFaultToleranceConfigIssue {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VmFaultToleranceConfigIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmFaultToleranceConfigIssue", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VmFaultToleranceConfigIssue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -288,13 +351,13 @@ impl x::Structure for VmFaultToleranceConfigIssueWrapper {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VmFaultToleranceConfigIssueWrapper {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmFaultToleranceConfigIssueWrapper", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VmFaultToleranceConfigIssueWrapper {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -363,13 +426,13 @@ impl x::Structure for VmFaultToleranceInvalidFileBacking {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VmFaultToleranceInvalidFileBacking {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmFaultToleranceInvalidFileBacking", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VmFaultToleranceInvalidFileBacking {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -432,13 +495,13 @@ impl x::Structure for VmFaultToleranceIssue {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VmFaultToleranceIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmFaultToleranceIssue", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VmFaultToleranceIssue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -492,13 +555,13 @@ impl x::Structure for VmFaultToleranceOpIssuesList {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VmFaultToleranceOpIssuesList {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmFaultToleranceOpIssuesList", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VmFaultToleranceOpIssuesList {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -575,13 +638,13 @@ impl x::Structure for VmFaultToleranceStateChangedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmFaultToleranceStateChangedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmFaultToleranceStateChangedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmFaultToleranceStateChangedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -642,13 +705,13 @@ impl x::Structure for VmFaultToleranceTooManyFtVcpusOnHost {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VmFaultToleranceTooManyFtVcpusOnHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmFaultToleranceTooManyFtVcpusOnHost", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VmFaultToleranceTooManyFtVcpusOnHost {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -715,13 +778,13 @@ impl x::Structure for VmFaultToleranceTooManyVMsOnHost {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VmFaultToleranceTooManyVMsOnHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmFaultToleranceTooManyVMsOnHost", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VmFaultToleranceTooManyVMsOnHost {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -784,13 +847,13 @@ impl x::Structure for VmFaultToleranceTurnedOffEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmFaultToleranceTurnedOffEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmFaultToleranceTurnedOffEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmFaultToleranceTurnedOffEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -842,13 +905,13 @@ impl x::Structure for VmFaultToleranceVmTerminatedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmFaultToleranceVmTerminatedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmFaultToleranceVmTerminatedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmFaultToleranceVmTerminatedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -903,13 +966,13 @@ impl x::Structure for VmGuestOSCrashedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmGuestOSCrashedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmGuestOSCrashedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmGuestOSCrashedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -959,13 +1022,13 @@ impl x::Structure for VmGuestRebootEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmGuestRebootEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmGuestRebootEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmGuestRebootEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1015,13 +1078,13 @@ impl x::Structure for VmGuestShutdownEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmGuestShutdownEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmGuestShutdownEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmGuestShutdownEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1071,13 +1134,13 @@ impl x::Structure for VmGuestStandbyEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmGuestStandbyEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmGuestStandbyEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmGuestStandbyEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1131,13 +1194,13 @@ impl x::Structure for VmHealthMonitoringStateChangedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmHealthMonitoringStateChangedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmHealthMonitoringStateChangedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmHealthMonitoringStateChangedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1198,13 +1261,13 @@ impl x::Structure for VmHostAffinityRuleViolation {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VmHostAffinityRuleViolation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmHostAffinityRuleViolation", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VmHostAffinityRuleViolation {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1263,13 +1326,13 @@ impl x::Structure for VmInstanceUuidAssignedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmInstanceUuidAssignedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmInstanceUuidAssignedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmInstanceUuidAssignedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1328,13 +1391,13 @@ impl x::Structure for VmInstanceUuidChangedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmInstanceUuidChangedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmInstanceUuidChangedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmInstanceUuidChangedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1395,13 +1458,13 @@ impl x::Structure for VmInstanceUuidConflictEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmInstanceUuidConflictEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmInstanceUuidConflictEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmInstanceUuidConflictEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1460,13 +1523,13 @@ impl x::Structure for VmLimitLicense {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VmLimitLicense {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmLimitLicense", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VmLimitLicense {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1517,12 +1580,12 @@ impl x::SchemaType for VmLogFileInfo {
 impl x::Structure for VmLogFileInfo {}
 impl std::fmt::Debug for VmLogFileInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmLogFileInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VmLogFileInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VmLogFileInfo {
@@ -1560,12 +1623,12 @@ impl x::SchemaType for VmLogFileQuery {
 impl x::Structure for VmLogFileQuery {}
 impl std::fmt::Debug for VmLogFileQuery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmLogFileQuery", x::fields_ref(self))
     }
 }
 impl PartialEq for VmLogFileQuery {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VmLogFileQuery {
@@ -1600,13 +1663,13 @@ impl x::Structure for VmMacAssignedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmMacAssignedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmMacAssignedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmMacAssignedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1669,13 +1732,13 @@ impl x::Structure for VmMacChangedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmMacChangedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmMacChangedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmMacChangedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1738,13 +1801,13 @@ impl x::Structure for VmMacConflictEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmMacConflictEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmMacConflictEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmMacConflictEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1801,13 +1864,13 @@ impl x::Structure for VmMaxFTRestartCountReached {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmMaxFTRestartCountReached {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmMaxFTRestartCountReached", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmMaxFTRestartCountReached {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1857,13 +1920,13 @@ impl x::Structure for VmMaxRestartCountReached {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmMaxRestartCountReached {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmMaxRestartCountReached", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmMaxRestartCountReached {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1917,13 +1980,13 @@ impl x::Structure for VmMessageErrorEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmMessageErrorEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmMessageErrorEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmMessageErrorEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1994,13 +2057,13 @@ impl x::Structure for VmMessageEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmMessageEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmMessageEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmMessageEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2071,13 +2134,13 @@ impl x::Structure for VmMessageWarningEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmMessageWarningEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmMessageWarningEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmMessageWarningEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2144,13 +2207,13 @@ impl x::Structure for VmMetadataManagerFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VmMetadataManagerFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmMetadataManagerFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VmMetadataManagerFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2206,13 +2269,13 @@ impl x::Structure for VmMigratedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmMigratedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmMigratedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmMigratedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2271,13 +2334,13 @@ impl x::Structure for VmMonitorIncompatibleForFaultTolerance {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VmMonitorIncompatibleForFaultTolerance {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmMonitorIncompatibleForFaultTolerance", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VmMonitorIncompatibleForFaultTolerance {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2327,13 +2390,13 @@ impl x::Structure for VmNoCompatibleHostForSecondaryEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmNoCompatibleHostForSecondaryEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmNoCompatibleHostForSecondaryEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmNoCompatibleHostForSecondaryEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2385,13 +2448,13 @@ impl x::Structure for VmNoNetworkAccessEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmNoNetworkAccessEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmNoNetworkAccessEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmNoNetworkAccessEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2442,12 +2505,12 @@ impl x::SchemaType for VmNvramFileInfo {
 impl x::Structure for VmNvramFileInfo {}
 impl std::fmt::Debug for VmNvramFileInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmNvramFileInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VmNvramFileInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VmNvramFileInfo {
@@ -2485,12 +2548,12 @@ impl x::SchemaType for VmNvramFileQuery {
 impl x::Structure for VmNvramFileQuery {}
 impl std::fmt::Debug for VmNvramFileQuery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmNvramFileQuery", x::fields_ref(self))
     }
 }
 impl PartialEq for VmNvramFileQuery {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VmNvramFileQuery {
@@ -2521,13 +2584,13 @@ impl x::Structure for VmOrphanedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmOrphanedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmOrphanedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmOrphanedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2572,12 +2635,12 @@ impl x::SchemaType for VmPlacementPolicy {
 impl x::Structure for VmPlacementPolicy {}
 impl std::fmt::Debug for VmPlacementPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmPlacementPolicy", x::fields_ref(self))
     }
 }
 impl PartialEq for VmPlacementPolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VmPlacementPolicy {
@@ -2610,12 +2673,12 @@ impl x::SchemaType for VmPodConfigForPlacement {
 impl x::Structure for VmPodConfigForPlacement {}
 impl std::fmt::Debug for VmPodConfigForPlacement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmPodConfigForPlacement", x::fields_ref(self))
     }
 }
 impl PartialEq for VmPodConfigForPlacement {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VmPodConfigForPlacement {
@@ -2669,12 +2732,12 @@ impl x::SchemaType for VmPortGroupProfile {
 impl x::Structure for VmPortGroupProfile {}
 impl std::fmt::Debug for VmPortGroupProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmPortGroupProfile", x::fields_ref(self))
     }
 }
 impl PartialEq for VmPortGroupProfile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VmPortGroupProfile {
@@ -2727,13 +2790,13 @@ impl x::Structure for VmPowerOffOnIsolationEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmPowerOffOnIsolationEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmPowerOffOnIsolationEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmPowerOffOnIsolationEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2788,13 +2851,13 @@ impl x::Structure for VmPowerOnDisabled {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VmPowerOnDisabled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmPowerOnDisabled", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VmPowerOnDisabled {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2844,13 +2907,13 @@ impl x::Structure for VmPoweredOffEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmPoweredOffEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmPoweredOffEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmPoweredOffEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2900,13 +2963,13 @@ impl x::Structure for VmPoweredOnEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmPoweredOnEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmPoweredOnEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmPoweredOnEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2958,13 +3021,13 @@ impl x::Structure for VmPoweringOnWithCustomizedDVPortEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmPoweringOnWithCustomizedDVPortEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmPoweringOnWithCustomizedDVPortEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmPoweringOnWithCustomizedDVPortEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -3030,13 +3093,13 @@ impl x::Structure for VmPrimaryFailoverEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmPrimaryFailoverEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmPrimaryFailoverEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmPrimaryFailoverEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -3095,13 +3158,13 @@ impl x::Structure for VmReconfiguredEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmReconfiguredEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmReconfiguredEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmReconfiguredEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -3158,13 +3221,13 @@ impl x::Structure for VmRegisteredEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmRegisteredEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmRegisteredEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmRegisteredEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -3214,13 +3277,13 @@ impl x::Structure for VmRelayoutSuccessfulEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmRelayoutSuccessfulEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmRelayoutSuccessfulEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmRelayoutSuccessfulEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -3270,13 +3333,13 @@ impl x::Structure for VmRelayoutUpToDateEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmRelayoutUpToDateEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmRelayoutUpToDateEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmRelayoutUpToDateEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -3328,13 +3391,13 @@ impl x::Structure for VmReloadFromPathEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmReloadFromPathEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmReloadFromPathEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmReloadFromPathEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -3391,13 +3454,13 @@ impl x::Structure for VmReloadFromPathFailedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmReloadFromPathFailedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmReloadFromPathFailedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmReloadFromPathFailedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -3432,211 +3495,5 @@ impl x::Fields for VmReloadFromPathFailedEvent {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.vm_event, w);
         w.write("configPath", &self.config_path);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `VmRelocateFailedEvent` (extends `VmRelocateSpecEvent`).
-///
-/// The fields of `VmRelocateSpecEvent` are in `vm_relocate_spec_event`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VmRelocateFailedEvent {
-    /// The fields `VmRelocateFailedEvent` inherits from `VmRelocateSpecEvent`.
-    pub vm_relocate_spec_event: VmRelocateSpecEvent,
-    /// `destHost`.
-    pub dest_host: HostEventArgument,
-    /// `reason`.
-    pub reason: LocalizedMethodFault,
-    /// `destDatacenter`.
-    pub dest_datacenter: Option<DatacenterEventArgument>,
-    /// `destDatastore`.
-    pub dest_datastore: Option<DatastoreEventArgument>,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for VmRelocateFailedEvent {
-    const TYPE_NAME: &'static str = "VmRelocateFailedEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for VmRelocateFailedEvent {}
-#[cfg(feature = "all-events")]
-impl std::fmt::Debug for VmRelocateFailedEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-events")]
-impl PartialEq for VmRelocateFailedEvent {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for VmRelocateFailedEvent {
-    type Target = VmRelocateSpecEvent;
-    #[inline]
-    fn deref(&self) -> &VmRelocateSpecEvent {
-        &self.vm_relocate_spec_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for VmRelocateFailedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmRelocateSpecEvent {
-        &mut self.vm_relocate_spec_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for VmRelocateFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "destHost" => r.read(&mut self.dest_host),
-            "reason" => r.read(&mut self.reason),
-            "destDatacenter" => r.read_opt(&mut self.dest_datacenter),
-            "destDatastore" => r.read_opt(&mut self.dest_datastore),
-            _ => {
-                return x::Fields::decode_field(&mut self.vm_relocate_spec_event, r, name);
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_relocate_spec_event, w);
-        w.write("destHost", &self.dest_host);
-        w.write("reason", &self.reason);
-        w.write_opt("destDatacenter", &self.dest_datacenter);
-        w.write_opt("destDatastore", &self.dest_datastore);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `VmRelocateSpecEvent` (extends `VmEvent`).
-///
-/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VmRelocateSpecEvent {
-    /// The fields `VmRelocateSpecEvent` inherits from `VmEvent`.
-    pub vm_event: VmEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for VmRelocateSpecEvent {
-    const TYPE_NAME: &'static str = "VmRelocateSpecEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for VmRelocateSpecEvent {}
-#[cfg(feature = "all-events")]
-impl std::fmt::Debug for VmRelocateSpecEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-events")]
-impl PartialEq for VmRelocateSpecEvent {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for VmRelocateSpecEvent {
-    type Target = VmEvent;
-    #[inline]
-    fn deref(&self) -> &VmEvent {
-        &self.vm_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for VmRelocateSpecEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmEvent {
-        &mut self.vm_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for VmRelocateSpecEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.vm_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_event, w);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `VmRelocatedEvent` (extends `VmRelocateSpecEvent`).
-///
-/// The fields of `VmRelocateSpecEvent` are in `vm_relocate_spec_event`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct VmRelocatedEvent {
-    /// The fields `VmRelocatedEvent` inherits from `VmRelocateSpecEvent`.
-    pub vm_relocate_spec_event: VmRelocateSpecEvent,
-    /// `sourceHost`.
-    pub source_host: HostEventArgument,
-    /// `sourceDatacenter`.
-    pub source_datacenter: Option<DatacenterEventArgument>,
-    /// `sourceDatastore`.
-    pub source_datastore: Option<DatastoreEventArgument>,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for VmRelocatedEvent {
-    const TYPE_NAME: &'static str = "VmRelocatedEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for VmRelocatedEvent {}
-#[cfg(feature = "all-events")]
-impl std::fmt::Debug for VmRelocatedEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-events")]
-impl PartialEq for VmRelocatedEvent {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for VmRelocatedEvent {
-    type Target = VmRelocateSpecEvent;
-    #[inline]
-    fn deref(&self) -> &VmRelocateSpecEvent {
-        &self.vm_relocate_spec_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for VmRelocatedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmRelocateSpecEvent {
-        &mut self.vm_relocate_spec_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for VmRelocatedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "sourceHost" => r.read(&mut self.source_host),
-            "sourceDatacenter" => r.read_opt(&mut self.source_datacenter),
-            "sourceDatastore" => r.read_opt(&mut self.source_datastore),
-            _ => {
-                return x::Fields::decode_field(&mut self.vm_relocate_spec_event, r, name);
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_relocate_spec_event, w);
-        w.write("sourceHost", &self.source_host);
-        w.write_opt("sourceDatacenter", &self.source_datacenter);
-        w.write_opt("sourceDatastore", &self.source_datastore);
     }
 }

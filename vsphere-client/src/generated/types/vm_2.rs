@@ -6,6 +6,212 @@ use super::*;
 use crate::xml as x;
 
 #[cfg(feature = "all-events")]
+/// `VmRelocateFailedEvent` (extends `VmRelocateSpecEvent`).
+///
+/// The fields of `VmRelocateSpecEvent` are in `vm_relocate_spec_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VmRelocateFailedEvent {
+    /// The fields `VmRelocateFailedEvent` inherits from `VmRelocateSpecEvent`.
+    pub vm_relocate_spec_event: VmRelocateSpecEvent,
+    /// `destHost`.
+    pub dest_host: HostEventArgument,
+    /// `reason`.
+    pub reason: LocalizedMethodFault,
+    /// `destDatacenter`.
+    pub dest_datacenter: Option<DatacenterEventArgument>,
+    /// `destDatastore`.
+    pub dest_datastore: Option<DatastoreEventArgument>,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for VmRelocateFailedEvent {
+    const TYPE_NAME: &'static str = "VmRelocateFailedEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for VmRelocateFailedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmRelocateFailedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmRelocateFailedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmRelocateFailedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for VmRelocateFailedEvent {
+    type Target = VmRelocateSpecEvent;
+    #[inline]
+    fn deref(&self) -> &VmRelocateSpecEvent {
+        &self.vm_relocate_spec_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for VmRelocateFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmRelocateSpecEvent {
+        &mut self.vm_relocate_spec_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for VmRelocateFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "destHost" => r.read(&mut self.dest_host),
+            "reason" => r.read(&mut self.reason),
+            "destDatacenter" => r.read_opt(&mut self.dest_datacenter),
+            "destDatastore" => r.read_opt(&mut self.dest_datastore),
+            _ => {
+                return x::Fields::decode_field(&mut self.vm_relocate_spec_event, r, name);
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_relocate_spec_event, w);
+        w.write("destHost", &self.dest_host);
+        w.write("reason", &self.reason);
+        w.write_opt("destDatacenter", &self.dest_datacenter);
+        w.write_opt("destDatastore", &self.dest_datastore);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `VmRelocateSpecEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VmRelocateSpecEvent {
+    /// The fields `VmRelocateSpecEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for VmRelocateSpecEvent {
+    const TYPE_NAME: &'static str = "VmRelocateSpecEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for VmRelocateSpecEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmRelocateSpecEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmRelocateSpecEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmRelocateSpecEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for VmRelocateSpecEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for VmRelocateSpecEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for VmRelocateSpecEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vm_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+    }
+}
+#[cfg(feature = "all-events")]
+/// `VmRelocatedEvent` (extends `VmRelocateSpecEvent`).
+///
+/// The fields of `VmRelocateSpecEvent` are in `vm_relocate_spec_event`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct VmRelocatedEvent {
+    /// The fields `VmRelocatedEvent` inherits from `VmRelocateSpecEvent`.
+    pub vm_relocate_spec_event: VmRelocateSpecEvent,
+    /// `sourceHost`.
+    pub source_host: HostEventArgument,
+    /// `sourceDatacenter`.
+    pub source_datacenter: Option<DatacenterEventArgument>,
+    /// `sourceDatastore`.
+    pub source_datastore: Option<DatastoreEventArgument>,
+}
+#[cfg(feature = "all-events")]
+impl x::SchemaType for VmRelocatedEvent {
+    const TYPE_NAME: &'static str = "VmRelocatedEvent";
+}
+#[cfg(feature = "all-events")]
+impl x::Structure for VmRelocatedEvent {}
+#[cfg(feature = "all-events")]
+impl std::fmt::Debug for VmRelocatedEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "VmRelocatedEvent", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-events")]
+impl PartialEq for VmRelocatedEvent {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::Deref for VmRelocatedEvent {
+    type Target = VmRelocateSpecEvent;
+    #[inline]
+    fn deref(&self) -> &VmRelocateSpecEvent {
+        &self.vm_relocate_spec_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl std::ops::DerefMut for VmRelocatedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmRelocateSpecEvent {
+        &mut self.vm_relocate_spec_event
+    }
+}
+#[cfg(feature = "all-events")]
+impl x::Fields for VmRelocatedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "sourceHost" => r.read(&mut self.source_host),
+            "sourceDatacenter" => r.read_opt(&mut self.source_datacenter),
+            "sourceDatastore" => r.read_opt(&mut self.source_datastore),
+            _ => {
+                return x::Fields::decode_field(&mut self.vm_relocate_spec_event, r, name);
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_relocate_spec_event, w);
+        w.write("sourceHost", &self.source_host);
+        w.write_opt("sourceDatacenter", &self.source_datacenter);
+        w.write_opt("sourceDatastore", &self.source_datastore);
+    }
+}
+#[cfg(feature = "all-events")]
 /// `VmRemoteConsoleConnectedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -23,13 +229,13 @@ impl x::Structure for VmRemoteConsoleConnectedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmRemoteConsoleConnectedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmRemoteConsoleConnectedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmRemoteConsoleConnectedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -79,13 +285,13 @@ impl x::Structure for VmRemoteConsoleDisconnectedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmRemoteConsoleDisconnectedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmRemoteConsoleDisconnectedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmRemoteConsoleDisconnectedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -135,13 +341,13 @@ impl x::Structure for VmRemovedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmRemovedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmRemovedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmRemovedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -195,13 +401,13 @@ impl x::Structure for VmRenamedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmRenamedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmRenamedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmRenamedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -258,13 +464,17 @@ impl x::Structure for VmRequirementsExceedCurrentEVCModeEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmRequirementsExceedCurrentEVCModeEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VmRequirementsExceedCurrentEVCModeEvent",
+            x::fields_ref(self),
+        )
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmRequirementsExceedCurrentEVCModeEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -314,13 +524,13 @@ impl x::Structure for VmResettingEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmResettingEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmResettingEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmResettingEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -374,13 +584,13 @@ impl x::Structure for VmResourcePoolMovedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmResourcePoolMovedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmResourcePoolMovedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmResourcePoolMovedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -439,13 +649,13 @@ impl x::Structure for VmResourceReallocatedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmResourceReallocatedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmResourceReallocatedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmResourceReallocatedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -502,13 +712,13 @@ impl x::Structure for VmRestartedOnAlternateHostEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmRestartedOnAlternateHostEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmRestartedOnAlternateHostEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmRestartedOnAlternateHostEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -563,13 +773,13 @@ impl x::Structure for VmResumingEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmResumingEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmResumingEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmResumingEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -619,13 +829,13 @@ impl x::Structure for VmSecondaryAddedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmSecondaryAddedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmSecondaryAddedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmSecondaryAddedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -677,13 +887,13 @@ impl x::Structure for VmSecondaryDisabledBySystemEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmSecondaryDisabledBySystemEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmSecondaryDisabledBySystemEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmSecondaryDisabledBySystemEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -738,13 +948,13 @@ impl x::Structure for VmSecondaryDisabledEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmSecondaryDisabledEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmSecondaryDisabledEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmSecondaryDisabledEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -794,13 +1004,13 @@ impl x::Structure for VmSecondaryEnabledEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmSecondaryEnabledEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmSecondaryEnabledEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmSecondaryEnabledEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -850,13 +1060,13 @@ impl x::Structure for VmSecondaryStartedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmSecondaryStartedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmSecondaryStartedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmSecondaryStartedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -910,13 +1120,13 @@ impl x::Structure for VmShutdownOnIsolationEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmShutdownOnIsolationEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmShutdownOnIsolationEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmShutdownOnIsolationEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -977,13 +1187,13 @@ impl x::Structure for VmSmpFaultToleranceTooManyVMsOnHost {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VmSmpFaultToleranceTooManyVMsOnHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmSmpFaultToleranceTooManyVMsOnHost", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VmSmpFaultToleranceTooManyVMsOnHost {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1042,12 +1252,12 @@ impl x::SchemaType for VmSnapshotFileInfo {
 impl x::Structure for VmSnapshotFileInfo {}
 impl std::fmt::Debug for VmSnapshotFileInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmSnapshotFileInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VmSnapshotFileInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VmSnapshotFileInfo {
@@ -1085,12 +1295,12 @@ impl x::SchemaType for VmSnapshotFileQuery {
 impl x::Structure for VmSnapshotFileQuery {}
 impl std::fmt::Debug for VmSnapshotFileQuery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmSnapshotFileQuery", x::fields_ref(self))
     }
 }
 impl PartialEq for VmSnapshotFileQuery {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VmSnapshotFileQuery {
@@ -1121,13 +1331,13 @@ impl x::Structure for VmStartRecordingEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmStartRecordingEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmStartRecordingEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmStartRecordingEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1177,13 +1387,13 @@ impl x::Structure for VmStartReplayingEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmStartReplayingEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmStartReplayingEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmStartReplayingEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1233,13 +1443,13 @@ impl x::Structure for VmStartingEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmStartingEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmStartingEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmStartingEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1289,13 +1499,13 @@ impl x::Structure for VmStartingSecondaryEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmStartingSecondaryEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmStartingSecondaryEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmStartingSecondaryEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1349,13 +1559,13 @@ impl x::Structure for VmStaticMacConflictEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmStaticMacConflictEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmStaticMacConflictEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmStaticMacConflictEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1412,13 +1622,13 @@ impl x::Structure for VmStoppingEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmStoppingEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmStoppingEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmStoppingEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1468,13 +1678,13 @@ impl x::Structure for VmSuspendedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmSuspendedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmSuspendedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmSuspendedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1524,13 +1734,13 @@ impl x::Structure for VmSuspendingEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmSuspendingEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmSuspendingEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmSuspendingEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1582,13 +1792,13 @@ impl x::Structure for VmTimedoutStartingSecondaryEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmTimedoutStartingSecondaryEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmTimedoutStartingSecondaryEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmTimedoutStartingSecondaryEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1653,12 +1863,12 @@ impl x::SchemaType for VmToVmGroupsAntiAffinity {
 impl x::Structure for VmToVmGroupsAntiAffinity {}
 impl std::fmt::Debug for VmToVmGroupsAntiAffinity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmToVmGroupsAntiAffinity", x::fields_ref(self))
     }
 }
 impl PartialEq for VmToVmGroupsAntiAffinity {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VmToVmGroupsAntiAffinity {
@@ -1713,13 +1923,13 @@ impl x::Structure for VmToolsUpgradeFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VmToolsUpgradeFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmToolsUpgradeFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VmToolsUpgradeFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1771,13 +1981,13 @@ impl x::Structure for VmUnsupportedStartingEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmUnsupportedStartingEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmUnsupportedStartingEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmUnsupportedStartingEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1834,13 +2044,13 @@ impl x::Structure for VmUpgradeCompleteEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmUpgradeCompleteEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmUpgradeCompleteEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmUpgradeCompleteEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1895,13 +2105,13 @@ impl x::Structure for VmUpgradeFailedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmUpgradeFailedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmUpgradeFailedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmUpgradeFailedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1953,13 +2163,13 @@ impl x::Structure for VmUpgradingEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmUpgradingEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmUpgradingEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmUpgradingEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2016,13 +2226,13 @@ impl x::Structure for VmUuidAssignedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmUuidAssignedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmUuidAssignedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmUuidAssignedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2081,13 +2291,13 @@ impl x::Structure for VmUuidChangedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmUuidChangedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmUuidChangedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmUuidChangedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2148,13 +2358,13 @@ impl x::Structure for VmUuidConflictEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmUuidConflictEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmUuidConflictEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmUuidConflictEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2217,13 +2427,13 @@ impl x::Structure for VmValidateMaxDevice {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VmValidateMaxDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmValidateMaxDevice", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VmValidateMaxDevice {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2288,12 +2498,12 @@ impl x::SchemaType for VmVmAffinity {
 impl x::Structure for VmVmAffinity {}
 impl std::fmt::Debug for VmVmAffinity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmVmAffinity", x::fields_ref(self))
     }
 }
 impl PartialEq for VmVmAffinity {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VmVmAffinity {
@@ -2342,12 +2552,12 @@ impl x::SchemaType for VmVmAntiAffinity {
 impl x::Structure for VmVmAntiAffinity {}
 impl std::fmt::Debug for VmVmAntiAffinity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmVmAntiAffinity", x::fields_ref(self))
     }
 }
 impl PartialEq for VmVmAntiAffinity {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VmVmAntiAffinity {
@@ -2394,13 +2604,17 @@ impl x::Structure for VmVnicPoolReservationViolationClearEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmVnicPoolReservationViolationClearEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VmVnicPoolReservationViolationClearEvent",
+            x::fields_ref(self),
+        )
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmVnicPoolReservationViolationClearEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2461,13 +2675,17 @@ impl x::Structure for VmVnicPoolReservationViolationRaiseEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmVnicPoolReservationViolationRaiseEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VmVnicPoolReservationViolationRaiseEvent",
+            x::fields_ref(self),
+        )
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmVnicPoolReservationViolationRaiseEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2528,13 +2746,13 @@ impl x::Structure for VmWwnAssignedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmWwnAssignedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmWwnAssignedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmWwnAssignedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2609,13 +2827,13 @@ impl x::Structure for VmWwnChangedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmWwnChangedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmWwnChangedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmWwnChangedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2696,13 +2914,13 @@ impl x::Structure for VmWwnConflict {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VmWwnConflict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmWwnConflict", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VmWwnConflict {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2769,13 +2987,13 @@ impl x::Structure for VmWwnConflictEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VmWwnConflictEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmWwnConflictEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VmWwnConflictEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]

@@ -23,13 +23,13 @@ impl x::Structure for VmfsAlreadyMounted {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VmfsAlreadyMounted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmfsAlreadyMounted", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VmfsAlreadyMounted {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -79,13 +79,13 @@ impl x::Structure for VmfsAmbiguousMount {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VmfsAmbiguousMount {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmfsAmbiguousMount", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VmfsAmbiguousMount {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -143,12 +143,12 @@ impl x::SchemaType for VmfsConfigOption {
 impl x::Structure for VmfsConfigOption {}
 impl std::fmt::Debug for VmfsConfigOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmfsConfigOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VmfsConfigOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VmfsConfigOption {
@@ -225,12 +225,12 @@ impl x::SchemaType for VmfsDatastoreAllExtentOption {
 impl x::Structure for VmfsDatastoreAllExtentOption {}
 impl std::fmt::Debug for VmfsDatastoreAllExtentOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmfsDatastoreAllExtentOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VmfsDatastoreAllExtentOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VmfsDatastoreAllExtentOption {
@@ -275,12 +275,12 @@ impl x::SchemaType for VmfsDatastoreBaseOption {
 impl x::Structure for VmfsDatastoreBaseOption {}
 impl std::fmt::Debug for VmfsDatastoreBaseOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmfsDatastoreBaseOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VmfsDatastoreBaseOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VmfsDatastoreBaseOption {
@@ -322,12 +322,12 @@ impl x::SchemaType for VmfsDatastoreCreateSpec {
 impl x::Structure for VmfsDatastoreCreateSpec {}
 impl std::fmt::Debug for VmfsDatastoreCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmfsDatastoreCreateSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VmfsDatastoreCreateSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VmfsDatastoreCreateSpec {
@@ -393,12 +393,12 @@ impl x::SchemaType for VmfsDatastoreExpandSpec {
 impl x::Structure for VmfsDatastoreExpandSpec {}
 impl std::fmt::Debug for VmfsDatastoreExpandSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmfsDatastoreExpandSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VmfsDatastoreExpandSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VmfsDatastoreExpandSpec {
@@ -452,12 +452,12 @@ impl x::SchemaType for VmfsDatastoreExtendSpec {
 impl x::Structure for VmfsDatastoreExtendSpec {}
 impl std::fmt::Debug for VmfsDatastoreExtendSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmfsDatastoreExtendSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VmfsDatastoreExtendSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VmfsDatastoreExtendSpec {
@@ -522,12 +522,12 @@ impl x::SchemaType for VmfsDatastoreInfo {
 impl x::Structure for VmfsDatastoreInfo {}
 impl std::fmt::Debug for VmfsDatastoreInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmfsDatastoreInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VmfsDatastoreInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VmfsDatastoreInfo {
@@ -581,12 +581,12 @@ impl x::SchemaType for VmfsDatastoreMultipleExtentOption {
 impl x::Structure for VmfsDatastoreMultipleExtentOption {}
 impl std::fmt::Debug for VmfsDatastoreMultipleExtentOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmfsDatastoreMultipleExtentOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VmfsDatastoreMultipleExtentOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VmfsDatastoreMultipleExtentOption {
@@ -648,12 +648,12 @@ impl x::SchemaType for VmfsDatastoreOption {
 impl x::Structure for VmfsDatastoreOption {}
 impl std::fmt::Debug for VmfsDatastoreOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmfsDatastoreOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VmfsDatastoreOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VmfsDatastoreOption {
@@ -695,12 +695,12 @@ impl x::SchemaType for VmfsDatastoreSingleExtentOption {
 impl x::Structure for VmfsDatastoreSingleExtentOption {}
 impl std::fmt::Debug for VmfsDatastoreSingleExtentOption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmfsDatastoreSingleExtentOption", x::fields_ref(self))
     }
 }
 impl PartialEq for VmfsDatastoreSingleExtentOption {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VmfsDatastoreSingleExtentOption {
@@ -754,12 +754,12 @@ impl x::SchemaType for VmfsDatastoreSpec {
 impl x::Structure for VmfsDatastoreSpec {}
 impl std::fmt::Debug for VmfsDatastoreSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmfsDatastoreSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VmfsDatastoreSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VmfsDatastoreSpec {
@@ -799,13 +799,13 @@ impl x::Structure for VmfsMountFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VmfsMountFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmfsMountFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VmfsMountFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -860,12 +860,12 @@ impl x::SchemaType for VmfsUnmapBandwidthSpec {
 impl x::Structure for VmfsUnmapBandwidthSpec {}
 impl std::fmt::Debug for VmfsUnmapBandwidthSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmfsUnmapBandwidthSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VmfsUnmapBandwidthSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VmfsUnmapBandwidthSpec {
@@ -909,13 +909,13 @@ impl x::Structure for VmotionInterfaceNotEnabled {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VmotionInterfaceNotEnabled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmotionInterfaceNotEnabled", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VmotionInterfaceNotEnabled {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -967,12 +967,16 @@ impl x::SchemaType for VmwareDistributedVirtualSwitchDpuFailoverPolicy {
 impl x::Structure for VmwareDistributedVirtualSwitchDpuFailoverPolicy {}
 impl std::fmt::Debug for VmwareDistributedVirtualSwitchDpuFailoverPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VmwareDistributedVirtualSwitchDpuFailoverPolicy",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VmwareDistributedVirtualSwitchDpuFailoverPolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VmwareDistributedVirtualSwitchDpuFailoverPolicy {
@@ -1023,12 +1027,16 @@ impl x::SchemaType for VmwareDistributedVirtualSwitchNetworkOffloadConfig {
 impl x::Structure for VmwareDistributedVirtualSwitchNetworkOffloadConfig {}
 impl std::fmt::Debug for VmwareDistributedVirtualSwitchNetworkOffloadConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VmwareDistributedVirtualSwitchNetworkOffloadConfig",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VmwareDistributedVirtualSwitchNetworkOffloadConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VmwareDistributedVirtualSwitchNetworkOffloadConfig {
@@ -1069,12 +1077,16 @@ impl x::SchemaType for VmwareDistributedVirtualSwitchPvlanSpec {
 impl x::Structure for VmwareDistributedVirtualSwitchPvlanSpec {}
 impl std::fmt::Debug for VmwareDistributedVirtualSwitchPvlanSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VmwareDistributedVirtualSwitchPvlanSpec",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VmwareDistributedVirtualSwitchPvlanSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VmwareDistributedVirtualSwitchPvlanSpec {
@@ -1134,12 +1146,16 @@ impl x::SchemaType for VmwareDistributedVirtualSwitchRealTimeConfig {
 impl x::Structure for VmwareDistributedVirtualSwitchRealTimeConfig {}
 impl std::fmt::Debug for VmwareDistributedVirtualSwitchRealTimeConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VmwareDistributedVirtualSwitchRealTimeConfig",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VmwareDistributedVirtualSwitchRealTimeConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VmwareDistributedVirtualSwitchRealTimeConfig {
@@ -1182,12 +1198,16 @@ impl x::SchemaType for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
 impl x::Structure for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {}
 impl std::fmt::Debug for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VmwareDistributedVirtualSwitchRealTimeLanAnnotation",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
@@ -1238,12 +1258,16 @@ impl x::SchemaType for VmwareDistributedVirtualSwitchTrunkVlanSpec {
 impl x::Structure for VmwareDistributedVirtualSwitchTrunkVlanSpec {}
 impl std::fmt::Debug for VmwareDistributedVirtualSwitchTrunkVlanSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VmwareDistributedVirtualSwitchTrunkVlanSpec",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VmwareDistributedVirtualSwitchTrunkVlanSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VmwareDistributedVirtualSwitchTrunkVlanSpec {
@@ -1309,12 +1333,16 @@ impl x::SchemaType for VmwareDistributedVirtualSwitchVlanIdSpec {
 impl x::Structure for VmwareDistributedVirtualSwitchVlanIdSpec {}
 impl std::fmt::Debug for VmwareDistributedVirtualSwitchVlanIdSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VmwareDistributedVirtualSwitchVlanIdSpec",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VmwareDistributedVirtualSwitchVlanIdSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VmwareDistributedVirtualSwitchVlanIdSpec {
@@ -1370,12 +1398,12 @@ impl x::SchemaType for VmwareDistributedVirtualSwitchVlanSpec {
 impl x::Structure for VmwareDistributedVirtualSwitchVlanSpec {}
 impl std::fmt::Debug for VmwareDistributedVirtualSwitchVlanSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmwareDistributedVirtualSwitchVlanSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VmwareDistributedVirtualSwitchVlanSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VmwareDistributedVirtualSwitchVlanSpec {
@@ -1430,12 +1458,12 @@ impl x::SchemaType for VmwareUplinkPortTeamingPolicy {
 impl x::Structure for VmwareUplinkPortTeamingPolicy {}
 impl std::fmt::Debug for VmwareUplinkPortTeamingPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VmwareUplinkPortTeamingPolicy", x::fields_ref(self))
     }
 }
 impl PartialEq for VmwareUplinkPortTeamingPolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VmwareUplinkPortTeamingPolicy {

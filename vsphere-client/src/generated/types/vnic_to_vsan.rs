@@ -23,13 +23,13 @@ impl x::Structure for VnicPortArgument {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for VnicPortArgument {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VnicPortArgument", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for VnicPortArgument {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -75,13 +75,13 @@ impl x::Structure for VolumeEditorError {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VolumeEditorError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VolumeEditorError", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VolumeEditorError {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -133,13 +133,13 @@ impl x::Structure for VramLimitLicense {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VramLimitLicense {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VramLimitLicense", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VramLimitLicense {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -198,12 +198,12 @@ impl x::SchemaType for VsanClusterConfigInfo {
 impl x::Structure for VsanClusterConfigInfo {}
 impl std::fmt::Debug for VsanClusterConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanClusterConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanClusterConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VsanClusterConfigInfo {
@@ -263,12 +263,12 @@ impl x::SchemaType for VsanClusterConfigInfoHostDefaultInfo {
 impl x::Structure for VsanClusterConfigInfoHostDefaultInfo {}
 impl std::fmt::Debug for VsanClusterConfigInfoHostDefaultInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanClusterConfigInfoHostDefaultInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanClusterConfigInfoHostDefaultInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VsanClusterConfigInfoHostDefaultInfo {
@@ -308,12 +308,12 @@ impl x::SchemaType for VsanClusterCoreConfig {
 impl x::Structure for VsanClusterCoreConfig {}
 impl std::fmt::Debug for VsanClusterCoreConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanClusterCoreConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanClusterCoreConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VsanClusterCoreConfig {
@@ -350,12 +350,12 @@ impl x::SchemaType for VsanClusterCoreConfigSpec {
 impl x::Structure for VsanClusterCoreConfigSpec {}
 impl std::fmt::Debug for VsanClusterCoreConfigSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanClusterCoreConfigSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanClusterCoreConfigSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VsanClusterCoreConfigSpec {
@@ -398,13 +398,13 @@ impl x::Structure for VsanClusterUuidMismatch {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VsanClusterUuidMismatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanClusterUuidMismatch", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VsanClusterUuidMismatch {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -467,12 +467,12 @@ impl x::SchemaType for VsanDatastoreInfo {
 impl x::Structure for VsanDatastoreInfo {}
 impl std::fmt::Debug for VsanDatastoreInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanDatastoreInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanDatastoreInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VsanDatastoreInfo {
@@ -528,13 +528,13 @@ impl x::Structure for VsanDiskFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VsanDiskFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanDiskFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VsanDiskFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -589,13 +589,13 @@ impl x::Structure for VsanFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VsanFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VsanFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -647,12 +647,12 @@ impl x::SchemaType for VsanHostClusterStatus {
 impl x::Structure for VsanHostClusterStatus {}
 impl std::fmt::Debug for VsanHostClusterStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanHostClusterStatus", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanHostClusterStatus {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VsanHostClusterStatus {
@@ -705,12 +705,12 @@ impl x::SchemaType for VsanHostClusterStatusState {
 impl x::Structure for VsanHostClusterStatusState {}
 impl std::fmt::Debug for VsanHostClusterStatusState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanHostClusterStatusState", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanHostClusterStatusState {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VsanHostClusterStatusState {
@@ -746,12 +746,16 @@ impl x::SchemaType for VsanHostClusterStatusStateCompletionEstimate {
 impl x::Structure for VsanHostClusterStatusStateCompletionEstimate {}
 impl std::fmt::Debug for VsanHostClusterStatusStateCompletionEstimate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VsanHostClusterStatusStateCompletionEstimate",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VsanHostClusterStatusStateCompletionEstimate {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VsanHostClusterStatusStateCompletionEstimate {
@@ -803,12 +807,12 @@ impl x::SchemaType for VsanHostConfigInfo {
 impl x::Structure for VsanHostConfigInfo {}
 impl std::fmt::Debug for VsanHostConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanHostConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanHostConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VsanHostConfigInfo {
@@ -878,12 +882,12 @@ impl x::SchemaType for VsanHostConfigInfoClusterInfo {
 impl x::Structure for VsanHostConfigInfoClusterInfo {}
 impl std::fmt::Debug for VsanHostConfigInfoClusterInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanHostConfigInfoClusterInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanHostConfigInfoClusterInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VsanHostConfigInfoClusterInfo {
@@ -917,12 +921,12 @@ impl x::SchemaType for VsanHostConfigInfoNetworkInfo {
 impl x::Structure for VsanHostConfigInfoNetworkInfo {}
 impl std::fmt::Debug for VsanHostConfigInfoNetworkInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanHostConfigInfoNetworkInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanHostConfigInfoNetworkInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VsanHostConfigInfoNetworkInfo {
@@ -963,12 +967,16 @@ impl x::SchemaType for VsanHostConfigInfoNetworkInfoPortConfig {
 impl x::Structure for VsanHostConfigInfoNetworkInfoPortConfig {}
 impl std::fmt::Debug for VsanHostConfigInfoNetworkInfoPortConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VsanHostConfigInfoNetworkInfoPortConfig",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VsanHostConfigInfoNetworkInfoPortConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VsanHostConfigInfoNetworkInfoPortConfig {
@@ -1012,12 +1020,12 @@ impl x::SchemaType for VsanHostConfigInfoStorageInfo {
 impl x::Structure for VsanHostConfigInfoStorageInfo {}
 impl std::fmt::Debug for VsanHostConfigInfoStorageInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanHostConfigInfoStorageInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanHostConfigInfoStorageInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VsanHostConfigInfoStorageInfo {
@@ -1065,12 +1073,12 @@ impl x::SchemaType for VsanHostDecommissionMode {
 impl x::Structure for VsanHostDecommissionMode {}
 impl std::fmt::Debug for VsanHostDecommissionMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanHostDecommissionMode", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanHostDecommissionMode {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VsanHostDecommissionMode {
@@ -1104,12 +1112,12 @@ impl x::SchemaType for VsanHostDiskMapInfo {
 impl x::Structure for VsanHostDiskMapInfo {}
 impl std::fmt::Debug for VsanHostDiskMapInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanHostDiskMapInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanHostDiskMapInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VsanHostDiskMapInfo {
@@ -1151,12 +1159,12 @@ impl x::SchemaType for VsanHostDiskMapResult {
 impl x::Structure for VsanHostDiskMapResult {}
 impl std::fmt::Debug for VsanHostDiskMapResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanHostDiskMapResult", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanHostDiskMapResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VsanHostDiskMapResult {
@@ -1207,12 +1215,12 @@ impl x::SchemaType for VsanHostDiskMapping {
 impl x::Structure for VsanHostDiskMapping {}
 impl std::fmt::Debug for VsanHostDiskMapping {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanHostDiskMapping", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanHostDiskMapping {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VsanHostDiskMapping {
@@ -1266,12 +1274,12 @@ impl x::SchemaType for VsanHostDiskResult {
 impl x::Structure for VsanHostDiskResult {}
 impl std::fmt::Debug for VsanHostDiskResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanHostDiskResult", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanHostDiskResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VsanHostDiskResult {
@@ -1315,12 +1323,12 @@ impl x::SchemaType for VsanHostFaultDomainInfo {
 impl x::Structure for VsanHostFaultDomainInfo {}
 impl std::fmt::Debug for VsanHostFaultDomainInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanHostFaultDomainInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanHostFaultDomainInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VsanHostFaultDomainInfo {
@@ -1354,12 +1362,12 @@ impl x::SchemaType for VsanHostIpConfig {
 impl x::Structure for VsanHostIpConfig {}
 impl std::fmt::Debug for VsanHostIpConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanHostIpConfig", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanHostIpConfig {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VsanHostIpConfig {
@@ -1395,12 +1403,12 @@ impl x::SchemaType for VsanHostMembershipInfo {
 impl x::Structure for VsanHostMembershipInfo {}
 impl std::fmt::Debug for VsanHostMembershipInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanHostMembershipInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanHostMembershipInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VsanHostMembershipInfo {
@@ -1442,12 +1450,12 @@ impl x::SchemaType for VsanHostRuntimeInfo {
 impl x::Structure for VsanHostRuntimeInfo {}
 impl std::fmt::Debug for VsanHostRuntimeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanHostRuntimeInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanHostRuntimeInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VsanHostRuntimeInfo {
@@ -1494,12 +1502,12 @@ impl x::SchemaType for VsanHostRuntimeInfoDiskIssue {
 impl x::Structure for VsanHostRuntimeInfoDiskIssue {}
 impl std::fmt::Debug for VsanHostRuntimeInfoDiskIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanHostRuntimeInfoDiskIssue", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanHostRuntimeInfoDiskIssue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VsanHostRuntimeInfoDiskIssue {
@@ -1539,12 +1547,12 @@ impl x::SchemaType for VsanHostVsanDiskInfo {
 impl x::Structure for VsanHostVsanDiskInfo {}
 impl std::fmt::Debug for VsanHostVsanDiskInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanHostVsanDiskInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanHostVsanDiskInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VsanHostVsanDiskInfo {
@@ -1584,13 +1592,13 @@ impl x::Structure for VsanIncompatibleDiskMapping {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VsanIncompatibleDiskMapping {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanIncompatibleDiskMapping", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VsanIncompatibleDiskMapping {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1636,12 +1644,12 @@ impl x::SchemaType for VsanNewPolicyBatch {
 impl x::Structure for VsanNewPolicyBatch {}
 impl std::fmt::Debug for VsanNewPolicyBatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanNewPolicyBatch", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanNewPolicyBatch {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VsanNewPolicyBatch {
@@ -1689,12 +1697,12 @@ impl x::SchemaType for VsanPolicyChangeBatch {
 impl x::Structure for VsanPolicyChangeBatch {}
 impl std::fmt::Debug for VsanPolicyChangeBatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanPolicyChangeBatch", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanPolicyChangeBatch {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VsanPolicyChangeBatch {
@@ -1754,12 +1762,12 @@ impl x::SchemaType for VsanPolicyCost {
 impl x::Structure for VsanPolicyCost {}
 impl std::fmt::Debug for VsanPolicyCost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanPolicyCost", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanPolicyCost {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VsanPolicyCost {
@@ -1825,12 +1833,12 @@ impl x::SchemaType for VsanPolicySatisfiability {
 impl x::Structure for VsanPolicySatisfiability {}
 impl std::fmt::Debug for VsanPolicySatisfiability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanPolicySatisfiability", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanPolicySatisfiability {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VsanPolicySatisfiability {
@@ -1876,12 +1884,12 @@ impl x::SchemaType for VsanUpgradeSystemAPIBrokenIssue {
 impl x::Structure for VsanUpgradeSystemAPIBrokenIssue {}
 impl std::fmt::Debug for VsanUpgradeSystemAPIBrokenIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanUpgradeSystemAPIBrokenIssue", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanUpgradeSystemAPIBrokenIssue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VsanUpgradeSystemAPIBrokenIssue {
@@ -1947,12 +1955,16 @@ impl x::SchemaType for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
 impl x::Structure for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {}
 impl std::fmt::Debug for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VsanUpgradeSystemAutoClaimEnabledOnHostsIssue",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
@@ -2018,12 +2030,16 @@ impl x::SchemaType for VsanUpgradeSystemHostsDisconnectedIssue {
 impl x::Structure for VsanUpgradeSystemHostsDisconnectedIssue {}
 impl std::fmt::Debug for VsanUpgradeSystemHostsDisconnectedIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VsanUpgradeSystemHostsDisconnectedIssue",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VsanUpgradeSystemHostsDisconnectedIssue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VsanUpgradeSystemHostsDisconnectedIssue {
@@ -2089,12 +2105,16 @@ impl x::SchemaType for VsanUpgradeSystemMissingHostsInClusterIssue {
 impl x::Structure for VsanUpgradeSystemMissingHostsInClusterIssue {}
 impl std::fmt::Debug for VsanUpgradeSystemMissingHostsInClusterIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VsanUpgradeSystemMissingHostsInClusterIssue",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VsanUpgradeSystemMissingHostsInClusterIssue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VsanUpgradeSystemMissingHostsInClusterIssue {
@@ -2156,12 +2176,12 @@ impl x::SchemaType for VsanUpgradeSystemNetworkPartitionInfo {
 impl x::Structure for VsanUpgradeSystemNetworkPartitionInfo {}
 impl std::fmt::Debug for VsanUpgradeSystemNetworkPartitionInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanUpgradeSystemNetworkPartitionInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanUpgradeSystemNetworkPartitionInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VsanUpgradeSystemNetworkPartitionInfo {
@@ -2208,12 +2228,12 @@ impl x::SchemaType for VsanUpgradeSystemNetworkPartitionIssue {
 impl x::Structure for VsanUpgradeSystemNetworkPartitionIssue {}
 impl std::fmt::Debug for VsanUpgradeSystemNetworkPartitionIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanUpgradeSystemNetworkPartitionIssue", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanUpgradeSystemNetworkPartitionIssue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VsanUpgradeSystemNetworkPartitionIssue {
@@ -2279,12 +2299,16 @@ impl x::SchemaType for VsanUpgradeSystemNotEnoughFreeCapacityIssue {
 impl x::Structure for VsanUpgradeSystemNotEnoughFreeCapacityIssue {}
 impl std::fmt::Debug for VsanUpgradeSystemNotEnoughFreeCapacityIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VsanUpgradeSystemNotEnoughFreeCapacityIssue",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VsanUpgradeSystemNotEnoughFreeCapacityIssue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VsanUpgradeSystemNotEnoughFreeCapacityIssue {
@@ -2343,12 +2367,12 @@ impl x::SchemaType for VsanUpgradeSystemPreflightCheckIssue {
 impl x::Structure for VsanUpgradeSystemPreflightCheckIssue {}
 impl std::fmt::Debug for VsanUpgradeSystemPreflightCheckIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanUpgradeSystemPreflightCheckIssue", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanUpgradeSystemPreflightCheckIssue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VsanUpgradeSystemPreflightCheckIssue {
@@ -2382,12 +2406,12 @@ impl x::SchemaType for VsanUpgradeSystemPreflightCheckResult {
 impl x::Structure for VsanUpgradeSystemPreflightCheckResult {}
 impl std::fmt::Debug for VsanUpgradeSystemPreflightCheckResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanUpgradeSystemPreflightCheckResult", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanUpgradeSystemPreflightCheckResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VsanUpgradeSystemPreflightCheckResult {
@@ -2433,12 +2457,16 @@ impl x::SchemaType for VsanUpgradeSystemRogueHostsInClusterIssue {
 impl x::Structure for VsanUpgradeSystemRogueHostsInClusterIssue {}
 impl std::fmt::Debug for VsanUpgradeSystemRogueHostsInClusterIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VsanUpgradeSystemRogueHostsInClusterIssue",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VsanUpgradeSystemRogueHostsInClusterIssue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VsanUpgradeSystemRogueHostsInClusterIssue {
@@ -2506,12 +2534,16 @@ impl x::SchemaType for VsanUpgradeSystemUpgradeHistoryDiskGroupOp {
 impl x::Structure for VsanUpgradeSystemUpgradeHistoryDiskGroupOp {}
 impl std::fmt::Debug for VsanUpgradeSystemUpgradeHistoryDiskGroupOp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VsanUpgradeSystemUpgradeHistoryDiskGroupOp",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VsanUpgradeSystemUpgradeHistoryDiskGroupOp {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VsanUpgradeSystemUpgradeHistoryDiskGroupOp {
@@ -2573,12 +2605,12 @@ impl x::SchemaType for VsanUpgradeSystemUpgradeHistoryItem {
 impl x::Structure for VsanUpgradeSystemUpgradeHistoryItem {}
 impl std::fmt::Debug for VsanUpgradeSystemUpgradeHistoryItem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanUpgradeSystemUpgradeHistoryItem", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanUpgradeSystemUpgradeHistoryItem {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VsanUpgradeSystemUpgradeHistoryItem {
@@ -2620,12 +2652,16 @@ impl x::SchemaType for VsanUpgradeSystemUpgradeHistoryPreflightFail {
 impl x::Structure for VsanUpgradeSystemUpgradeHistoryPreflightFail {}
 impl std::fmt::Debug for VsanUpgradeSystemUpgradeHistoryPreflightFail {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VsanUpgradeSystemUpgradeHistoryPreflightFail",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VsanUpgradeSystemUpgradeHistoryPreflightFail {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VsanUpgradeSystemUpgradeHistoryPreflightFail {
@@ -2685,12 +2721,12 @@ impl x::SchemaType for VsanUpgradeSystemUpgradeStatus {
 impl x::Structure for VsanUpgradeSystemUpgradeStatus {}
 impl std::fmt::Debug for VsanUpgradeSystemUpgradeStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanUpgradeSystemUpgradeStatus", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanUpgradeSystemUpgradeStatus {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VsanUpgradeSystemUpgradeStatus {
@@ -2745,12 +2781,16 @@ impl x::SchemaType for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
 impl x::Structure for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {}
 impl std::fmt::Debug for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
@@ -2816,12 +2856,12 @@ impl x::SchemaType for VsanUpgradeSystemWrongEsxVersionIssue {
 impl x::Structure for VsanUpgradeSystemWrongEsxVersionIssue {}
 impl std::fmt::Debug for VsanUpgradeSystemWrongEsxVersionIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VsanUpgradeSystemWrongEsxVersionIssue", x::fields_ref(self))
     }
 }
 impl PartialEq for VsanUpgradeSystemWrongEsxVersionIssue {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VsanUpgradeSystemWrongEsxVersionIssue {

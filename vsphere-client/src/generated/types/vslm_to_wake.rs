@@ -25,12 +25,12 @@ impl x::SchemaType for VslmCloneSpec {
 impl x::Structure for VslmCloneSpec {}
 impl std::fmt::Debug for VslmCloneSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VslmCloneSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VslmCloneSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VslmCloneSpec {
@@ -106,12 +106,12 @@ impl x::SchemaType for VslmCreateSpec {
 impl x::Structure for VslmCreateSpec {}
 impl std::fmt::Debug for VslmCreateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VslmCreateSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VslmCreateSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VslmCreateSpec {
@@ -177,12 +177,12 @@ impl x::SchemaType for VslmCreateSpecBackingSpec {
 impl x::Structure for VslmCreateSpecBackingSpec {}
 impl std::fmt::Debug for VslmCreateSpecBackingSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VslmCreateSpecBackingSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VslmCreateSpecBackingSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VslmCreateSpecBackingSpec {
@@ -220,12 +220,12 @@ impl x::SchemaType for VslmCreateSpecDiskFileBackingSpec {
 impl x::Structure for VslmCreateSpecDiskFileBackingSpec {}
 impl std::fmt::Debug for VslmCreateSpecDiskFileBackingSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VslmCreateSpecDiskFileBackingSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VslmCreateSpecDiskFileBackingSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VslmCreateSpecDiskFileBackingSpec {
@@ -283,12 +283,16 @@ impl x::SchemaType for VslmCreateSpecRawDiskMappingBackingSpec {
 impl x::Structure for VslmCreateSpecRawDiskMappingBackingSpec {}
 impl std::fmt::Debug for VslmCreateSpecRawDiskMappingBackingSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VslmCreateSpecRawDiskMappingBackingSpec",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VslmCreateSpecRawDiskMappingBackingSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VslmCreateSpecRawDiskMappingBackingSpec {
@@ -352,12 +356,12 @@ impl x::SchemaType for VslmMigrateSpec {
 impl x::Structure for VslmMigrateSpec {}
 impl std::fmt::Debug for VslmMigrateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VslmMigrateSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VslmMigrateSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VslmMigrateSpec {
@@ -412,12 +416,12 @@ impl x::SchemaType for VslmRelocateSpec {
 impl x::Structure for VslmRelocateSpec {}
 impl std::fmt::Debug for VslmRelocateSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VslmRelocateSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VslmRelocateSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VslmRelocateSpec {
@@ -460,12 +464,12 @@ impl x::SchemaType for VslmTagEntry {
 impl x::Structure for VslmTagEntry {}
 impl std::fmt::Debug for VslmTagEntry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VslmTagEntry", x::fields_ref(self))
     }
 }
 impl PartialEq for VslmTagEntry {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VslmTagEntry {
@@ -515,13 +519,13 @@ impl x::Structure for VspanDestPortConflict {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VspanDestPortConflict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VspanDestPortConflict", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VspanDestPortConflict {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -586,13 +590,13 @@ impl x::Structure for VspanPortConflict {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VspanPortConflict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VspanPortConflict", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VspanPortConflict {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -657,13 +661,13 @@ impl x::Structure for VspanPortMoveFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VspanPortMoveFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VspanPortMoveFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VspanPortMoveFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -724,13 +728,13 @@ impl x::Structure for VspanPortPromiscChangeFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VspanPortPromiscChangeFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VspanPortPromiscChangeFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VspanPortPromiscChangeFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -787,13 +791,13 @@ impl x::Structure for VspanPortgroupPromiscChangeFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VspanPortgroupPromiscChangeFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VspanPortgroupPromiscChangeFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VspanPortgroupPromiscChangeFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -850,13 +854,13 @@ impl x::Structure for VspanPortgroupTypeChangeFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VspanPortgroupTypeChangeFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VspanPortgroupTypeChangeFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VspanPortgroupTypeChangeFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -915,13 +919,13 @@ impl x::Structure for VspanPromiscuousPortNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VspanPromiscuousPortNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VspanPromiscuousPortNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VspanPromiscuousPortNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -982,13 +986,13 @@ impl x::Structure for VspanSameSessionPortConflict {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for VspanSameSessionPortConflict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VspanSameSessionPortConflict", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for VspanSameSessionPortConflict {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1043,12 +1047,12 @@ impl x::SchemaType for VvolDatastoreInfo {
 impl x::Structure for VvolDatastoreInfo {}
 impl std::fmt::Debug for VvolDatastoreInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VvolDatastoreInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VvolDatastoreInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for VvolDatastoreInfo {
@@ -1096,12 +1100,12 @@ impl x::SchemaType for WaitOptions {
 impl x::Structure for WaitOptions {}
 impl std::fmt::Debug for WaitOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "WaitOptions", x::fields_ref(self))
     }
 }
 impl PartialEq for WaitOptions {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for WaitOptions {
@@ -1141,13 +1145,13 @@ impl x::Structure for WakeOnLanNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for WakeOnLanNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "WakeOnLanNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for WakeOnLanNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1197,13 +1201,13 @@ impl x::Structure for WakeOnLanNotSupportedByVmotionNIC {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for WakeOnLanNotSupportedByVmotionNIC {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "WakeOnLanNotSupportedByVmotionNIC", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for WakeOnLanNotSupportedByVmotionNIC {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]

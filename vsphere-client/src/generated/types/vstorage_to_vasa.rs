@@ -17,12 +17,12 @@ impl x::SchemaType for VStorageObject {
 impl x::Structure for VStorageObject {}
 impl std::fmt::Debug for VStorageObject {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VStorageObject", x::fields_ref(self))
     }
 }
 impl PartialEq for VStorageObject {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VStorageObject {
@@ -58,12 +58,12 @@ impl x::SchemaType for VStorageObjectAssociations {
 impl x::Structure for VStorageObjectAssociations {}
 impl std::fmt::Debug for VStorageObjectAssociations {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VStorageObjectAssociations", x::fields_ref(self))
     }
 }
 impl PartialEq for VStorageObjectAssociations {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VStorageObjectAssociations {
@@ -114,12 +114,16 @@ impl x::SchemaType for VStorageObjectAssociationsVmDiskAssociations {
 impl x::Structure for VStorageObjectAssociationsVmDiskAssociations {}
 impl std::fmt::Debug for VStorageObjectAssociationsVmDiskAssociations {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VStorageObjectAssociationsVmDiskAssociations",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VStorageObjectAssociationsVmDiskAssociations {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VStorageObjectAssociationsVmDiskAssociations {
@@ -169,12 +173,12 @@ impl x::SchemaType for VStorageObjectAttachResult {
 impl x::Structure for VStorageObjectAttachResult {}
 impl std::fmt::Debug for VStorageObjectAttachResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VStorageObjectAttachResult", x::fields_ref(self))
     }
 }
 impl PartialEq for VStorageObjectAttachResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VStorageObjectAttachResult {
@@ -235,12 +239,12 @@ impl x::SchemaType for VStorageObjectAttachSpec {
 impl x::Structure for VStorageObjectAttachSpec {}
 impl std::fmt::Debug for VStorageObjectAttachSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VStorageObjectAttachSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VStorageObjectAttachSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VStorageObjectAttachSpec {
@@ -307,12 +311,12 @@ impl x::SchemaType for VStorageObjectConfigInfo {
 impl x::Structure for VStorageObjectConfigInfo {}
 impl std::fmt::Debug for VStorageObjectConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VStorageObjectConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VStorageObjectConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VStorageObjectConfigInfo {
@@ -420,12 +424,12 @@ impl x::SchemaType for VStorageObjectReconcileResult {
 impl x::Structure for VStorageObjectReconcileResult {}
 impl std::fmt::Debug for VStorageObjectReconcileResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VStorageObjectReconcileResult", x::fields_ref(self))
     }
 }
 impl PartialEq for VStorageObjectReconcileResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VStorageObjectReconcileResult {
@@ -473,12 +477,16 @@ impl x::SchemaType for VStorageObjectReconcileResultInvalidDiskPath {
 impl x::Structure for VStorageObjectReconcileResultInvalidDiskPath {}
 impl std::fmt::Debug for VStorageObjectReconcileResultInvalidDiskPath {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VStorageObjectReconcileResultInvalidDiskPath",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VStorageObjectReconcileResultInvalidDiskPath {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VStorageObjectReconcileResultInvalidDiskPath {
@@ -549,12 +557,16 @@ impl x::SchemaType for VStorageObjectReconcileResultReconcileDetail {
 impl x::Structure for VStorageObjectReconcileResultReconcileDetail {}
 impl std::fmt::Debug for VStorageObjectReconcileResultReconcileDetail {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VStorageObjectReconcileResultReconcileDetail",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VStorageObjectReconcileResultReconcileDetail {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VStorageObjectReconcileResultReconcileDetail {
@@ -650,12 +662,12 @@ impl x::SchemaType for VStorageObjectReconcileSpec {
 impl x::Structure for VStorageObjectReconcileSpec {}
 impl std::fmt::Debug for VStorageObjectReconcileSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VStorageObjectReconcileSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VStorageObjectReconcileSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VStorageObjectReconcileSpec {
@@ -722,12 +734,12 @@ impl x::SchemaType for VStorageObjectSnapshot {
 impl x::Structure for VStorageObjectSnapshot {}
 impl std::fmt::Debug for VStorageObjectSnapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VStorageObjectSnapshot", x::fields_ref(self))
     }
 }
 impl PartialEq for VStorageObjectSnapshot {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VStorageObjectSnapshot {
@@ -774,12 +786,12 @@ impl x::SchemaType for VStorageObjectSnapshotDetails {
 impl x::Structure for VStorageObjectSnapshotDetails {}
 impl std::fmt::Debug for VStorageObjectSnapshotDetails {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VStorageObjectSnapshotDetails", x::fields_ref(self))
     }
 }
 impl PartialEq for VStorageObjectSnapshotDetails {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VStorageObjectSnapshotDetails {
@@ -813,12 +825,12 @@ impl x::SchemaType for VStorageObjectSnapshotInfo {
 impl x::Structure for VStorageObjectSnapshotInfo {}
 impl std::fmt::Debug for VStorageObjectSnapshotInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VStorageObjectSnapshotInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VStorageObjectSnapshotInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VStorageObjectSnapshotInfo {
@@ -863,12 +875,16 @@ impl x::SchemaType for VStorageObjectSnapshotInfoVStorageObjectSnapshot {
 impl x::Structure for VStorageObjectSnapshotInfoVStorageObjectSnapshot {}
 impl std::fmt::Debug for VStorageObjectSnapshotInfoVStorageObjectSnapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VStorageObjectSnapshotInfoVStorageObjectSnapshot",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VStorageObjectSnapshotInfoVStorageObjectSnapshot {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VStorageObjectSnapshotInfoVStorageObjectSnapshot {
@@ -910,12 +926,12 @@ impl x::SchemaType for VStorageObjectStateInfo {
 impl x::Structure for VStorageObjectStateInfo {}
 impl std::fmt::Debug for VStorageObjectStateInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VStorageObjectStateInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VStorageObjectStateInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VStorageObjectStateInfo {
@@ -949,12 +965,12 @@ impl x::SchemaType for VVolHostPE {
 impl x::Structure for VVolHostPE {}
 impl std::fmt::Debug for VVolHostPE {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VVolHostPE", x::fields_ref(self))
     }
 }
 impl PartialEq for VVolHostPE {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VVolHostPE {
@@ -1002,12 +1018,12 @@ impl x::SchemaType for VVolVmConfigFileUpdateResult {
 impl x::Structure for VVolVmConfigFileUpdateResult {}
 impl std::fmt::Debug for VVolVmConfigFileUpdateResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VVolVmConfigFileUpdateResult", x::fields_ref(self))
     }
 }
 impl PartialEq for VVolVmConfigFileUpdateResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VVolVmConfigFileUpdateResult {
@@ -1053,12 +1069,16 @@ impl x::SchemaType for VVolVmConfigFileUpdateResultFailedVmConfigFileInfo {
 impl x::Structure for VVolVmConfigFileUpdateResultFailedVmConfigFileInfo {}
 impl std::fmt::Debug for VVolVmConfigFileUpdateResultFailedVmConfigFileInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "VVolVmConfigFileUpdateResultFailedVmConfigFileInfo",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for VVolVmConfigFileUpdateResultFailedVmConfigFileInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VVolVmConfigFileUpdateResultFailedVmConfigFileInfo {
@@ -1106,12 +1126,12 @@ impl x::SchemaType for VasaProviderContainerSpec {
 impl x::Structure for VasaProviderContainerSpec {}
 impl std::fmt::Debug for VasaProviderContainerSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "VasaProviderContainerSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VasaProviderContainerSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VasaProviderContainerSpec {

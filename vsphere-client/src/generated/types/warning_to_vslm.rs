@@ -23,13 +23,13 @@ impl x::Structure for WarningUpgradeEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for WarningUpgradeEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "WarningUpgradeEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for WarningUpgradeEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -89,12 +89,12 @@ impl x::SchemaType for WeeklyTaskScheduler {
 impl x::Structure for WeeklyTaskScheduler {}
 impl std::fmt::Debug for WeeklyTaskScheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "WeeklyTaskScheduler", x::fields_ref(self))
     }
 }
 impl PartialEq for WeeklyTaskScheduler {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for WeeklyTaskScheduler {
@@ -160,13 +160,13 @@ impl x::Structure for WillLoseHAProtection {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for WillLoseHAProtection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "WillLoseHAProtection", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for WillLoseHAProtection {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -221,13 +221,13 @@ impl x::Structure for WillModifyConfigCpuRequirements {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for WillModifyConfigCpuRequirements {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "WillModifyConfigCpuRequirements", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for WillModifyConfigCpuRequirements {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -277,13 +277,13 @@ impl x::Structure for WillResetSnapshotDirectory {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for WillResetSnapshotDirectory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "WillResetSnapshotDirectory", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for WillResetSnapshotDirectory {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -333,12 +333,12 @@ impl x::SchemaType for WinNetBIOSConfigInfo {
 impl x::Structure for WinNetBIOSConfigInfo {}
 impl std::fmt::Debug for WinNetBIOSConfigInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "WinNetBIOSConfigInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for WinNetBIOSConfigInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for WinNetBIOSConfigInfo {
@@ -392,13 +392,13 @@ impl x::Structure for WipeDiskFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for WipeDiskFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "WipeDiskFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for WipeDiskFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -444,12 +444,12 @@ impl x::SchemaType for WitnessNodeInfo {
 impl x::Structure for WitnessNodeInfo {}
 impl std::fmt::Debug for WitnessNodeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "WitnessNodeInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for WitnessNodeInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for WitnessNodeInfo {
@@ -489,12 +489,12 @@ impl x::SchemaType for VslmInfrastructureObjectPolicy {
 impl x::Structure for VslmInfrastructureObjectPolicy {}
 impl std::fmt::Debug for VslmInfrastructureObjectPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "vslmInfrastructureObjectPolicy", x::fields_ref(self))
     }
 }
 impl PartialEq for VslmInfrastructureObjectPolicy {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VslmInfrastructureObjectPolicy {
@@ -538,12 +538,12 @@ impl x::SchemaType for VslmInfrastructureObjectPolicySpec {
 impl x::Structure for VslmInfrastructureObjectPolicySpec {}
 impl std::fmt::Debug for VslmInfrastructureObjectPolicySpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "vslmInfrastructureObjectPolicySpec", x::fields_ref(self))
     }
 }
 impl PartialEq for VslmInfrastructureObjectPolicySpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for VslmInfrastructureObjectPolicySpec {
@@ -585,12 +585,12 @@ impl x::SchemaType for VslmVClockInfo {
 impl x::Structure for VslmVClockInfo {}
 impl std::fmt::Debug for VslmVClockInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "vslmVClockInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for VslmVClockInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for VslmVClockInfo {

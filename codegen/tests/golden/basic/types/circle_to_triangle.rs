@@ -21,12 +21,12 @@ impl x::SchemaType for Circle {
 impl x::Structure for Circle {}
 impl std::fmt::Debug for Circle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "Circle", x::fields_ref(self))
     }
 }
 impl PartialEq for Circle {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for Circle {
@@ -88,12 +88,12 @@ impl x::SchemaType for Drawing {
 impl x::Structure for Drawing {}
 impl std::fmt::Debug for Drawing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "Drawing", x::fields_ref(self))
     }
 }
 impl PartialEq for Drawing {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for Drawing {
@@ -153,12 +153,12 @@ impl x::SchemaType for DynamicData {
 impl x::Structure for DynamicData {}
 impl std::fmt::Debug for DynamicData {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DynamicData", x::fields_ref(self))
     }
 }
 impl PartialEq for DynamicData {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DynamicData {
@@ -185,12 +185,12 @@ impl x::SchemaType for InvalidLogin {
 impl x::Structure for InvalidLogin {}
 impl std::fmt::Debug for InvalidLogin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "InvalidLogin", x::fields_ref(self))
     }
 }
 impl PartialEq for InvalidLogin {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for InvalidLogin {
@@ -233,12 +233,12 @@ impl x::SchemaType for LocalizedMethodFault {
 impl x::Structure for LocalizedMethodFault {}
 impl std::fmt::Debug for LocalizedMethodFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LocalizedMethodFault", x::fields_ref(self))
     }
 }
 impl PartialEq for LocalizedMethodFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LocalizedMethodFault {
@@ -274,12 +274,12 @@ impl x::SchemaType for MethodFault {
 impl x::Structure for MethodFault {}
 impl std::fmt::Debug for MethodFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "MethodFault", x::fields_ref(self))
     }
 }
 impl PartialEq for MethodFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for MethodFault {
@@ -315,12 +315,12 @@ impl x::SchemaType for Shape {
 impl x::Structure for Shape {}
 impl std::fmt::Debug for Shape {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "Shape", x::fields_ref(self))
     }
 }
 impl PartialEq for Shape {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for Shape {
@@ -368,12 +368,12 @@ impl x::SchemaType for Square {
 impl x::Structure for Square {}
 impl std::fmt::Debug for Square {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "Square", x::fields_ref(self))
     }
 }
 impl PartialEq for Square {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for Square {
@@ -441,12 +441,12 @@ impl x::SchemaType for Triangle {
 impl x::Structure for Triangle {}
 impl std::fmt::Debug for Triangle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "Triangle", x::fields_ref(self))
     }
 }
 impl PartialEq for Triangle {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for Triangle {

@@ -29,12 +29,12 @@ impl x::SchemaType for ClearRequestType {
 impl x::Structure for ClearRequestType {}
 impl std::fmt::Debug for ClearRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ClearRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ClearRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ClearRequestType {
@@ -95,12 +95,16 @@ impl x::SchemaType for ContinueRetrievePropertiesExRequestType {
 impl x::Structure for ContinueRetrievePropertiesExRequestType {}
 impl std::fmt::Debug for ContinueRetrievePropertiesExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ContinueRetrievePropertiesExRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ContinueRetrievePropertiesExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ContinueRetrievePropertiesExRequestType {
@@ -147,12 +151,12 @@ impl x::SchemaType for CurrentTimeRequestType {
 impl x::Structure for CurrentTimeRequestType {}
 impl std::fmt::Debug for CurrentTimeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CurrentTimeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CurrentTimeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CurrentTimeRequestType {
@@ -205,12 +209,12 @@ impl x::SchemaType for DrawTaskRequestType {
 impl x::Structure for DrawTaskRequestType {}
 impl std::fmt::Debug for DrawTaskRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "Draw_TaskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DrawTaskRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DrawTaskRequestType {
@@ -276,12 +280,12 @@ impl x::SchemaType for EraseRequestType {
 impl x::Structure for EraseRequestType {}
 impl std::fmt::Debug for EraseRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EraseRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for EraseRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for EraseRequestType {
@@ -330,12 +334,12 @@ impl x::SchemaType for GetShapesRequestType {
 impl x::Structure for GetShapesRequestType {}
 impl std::fmt::Debug for GetShapesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GetShapesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for GetShapesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for GetShapesRequestType {
@@ -388,12 +392,12 @@ impl x::SchemaType for SessionIsActiveRequestType {
 impl x::Structure for SessionIsActiveRequestType {}
 impl std::fmt::Debug for SessionIsActiveRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SessionIsActiveRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for SessionIsActiveRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SessionIsActiveRequestType {
@@ -446,12 +450,12 @@ impl x::SchemaType for WaitForUpdatesExRequestType {
 impl x::Structure for WaitForUpdatesExRequestType {}
 impl std::fmt::Debug for WaitForUpdatesExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "WaitForUpdatesExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for WaitForUpdatesExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for WaitForUpdatesExRequestType {
@@ -500,12 +504,12 @@ impl x::SchemaType for WaitForUpdatesRequestType {
 impl x::Structure for WaitForUpdatesRequestType {}
 impl std::fmt::Debug for WaitForUpdatesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "WaitForUpdatesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for WaitForUpdatesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for WaitForUpdatesRequestType {

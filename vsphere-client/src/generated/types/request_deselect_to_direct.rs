@@ -5,37 +5,31 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `RefreshDVPortStateRequestType`.
-#[derive(Default)]
-pub struct RefreshDVPortStateRequestType {
+/// `DeselectVnicForNicTypeRequestType`.
+#[derive(Clone, Default)]
+pub struct DeselectVnicForNicTypeRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
-    /// `portKeys`.
-    pub port_keys: Vec<String>,
+    /// `nicType`.
+    pub nic_type: String,
+    /// `device`.
+    pub device: String,
 }
-impl x::SchemaType for RefreshDVPortStateRequestType {
-    const TYPE_NAME: &'static str = "RefreshDVPortStateRequestType";
+impl x::SchemaType for DeselectVnicForNicTypeRequestType {
+    const TYPE_NAME: &'static str = "DeselectVnicForNicTypeRequestType";
 }
-impl x::Structure for RefreshDVPortStateRequestType {}
-impl std::fmt::Debug for RefreshDVPortStateRequestType {
+impl x::Structure for DeselectVnicForNicTypeRequestType {}
+impl std::fmt::Debug for DeselectVnicForNicTypeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeselectVnicForNicTypeRequestType", x::fields_ref(self))
     }
 }
-impl PartialEq for RefreshDVPortStateRequestType {
+impl PartialEq for DeselectVnicForNicTypeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl Clone for RefreshDVPortStateRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            port_keys: x::clone_vec(&self.port_keys),
-        }
-    }
-}
-impl x::Fields for RefreshDVPortStateRequestType {
+impl x::Fields for DeselectVnicForNicTypeRequestType {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -43,7 +37,8 @@ impl x::Fields for RefreshDVPortStateRequestType {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "_this" => r.read(&mut self.this),
-            "portKeys" => r.read_push(&mut self.port_keys),
+            "nicType" => r.read(&mut self.nic_type),
+            "device" => r.read(&mut self.device),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -51,11 +46,12 @@ impl x::Fields for RefreshDVPortStateRequestType {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
-        w.write_vec("portKeys", &self.port_keys);
+        w.write("nicType", &self.nic_type);
+        w.write("device", &self.device);
     }
 }
-impl x::Request for RefreshDVPortStateRequestType {
-    const NAME: &'static str = "RefreshDVPortState";
+impl x::Request for DeselectVnicForNicTypeRequestType {
+    const NAME: &'static str = "DeselectVnicForNicType";
     const IDEMPOTENT: bool = false;
     type Response = ();
     fn this(&self) -> &x::ManagedObjectReference {
@@ -67,27 +63,27 @@ impl x::Request for RefreshDVPortStateRequestType {
         r.read_no_returnval()
     }
 }
-/// `RefreshDatastoreRequestType`.
+/// `DeselectVnicRequestType`.
 #[derive(Clone, Default)]
-pub struct RefreshDatastoreRequestType {
+pub struct DeselectVnicRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
-impl x::SchemaType for RefreshDatastoreRequestType {
-    const TYPE_NAME: &'static str = "RefreshDatastoreRequestType";
+impl x::SchemaType for DeselectVnicRequestType {
+    const TYPE_NAME: &'static str = "DeselectVnicRequestType";
 }
-impl x::Structure for RefreshDatastoreRequestType {}
-impl std::fmt::Debug for RefreshDatastoreRequestType {
+impl x::Structure for DeselectVnicRequestType {}
+impl std::fmt::Debug for DeselectVnicRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeselectVnicRequestType", x::fields_ref(self))
     }
 }
-impl PartialEq for RefreshDatastoreRequestType {
+impl PartialEq for DeselectVnicRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for RefreshDatastoreRequestType {
+impl x::Fields for DeselectVnicRequestType {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -104,8 +100,8 @@ impl x::Fields for RefreshDatastoreRequestType {
         w.write("_this", &self.this);
     }
 }
-impl x::Request for RefreshDatastoreRequestType {
-    const NAME: &'static str = "RefreshDatastore";
+impl x::Request for DeselectVnicRequestType {
+    const NAME: &'static str = "DeselectVnic";
     const IDEMPOTENT: bool = false;
     type Response = ();
     fn this(&self) -> &x::ManagedObjectReference {
@@ -117,27 +113,27 @@ impl x::Request for RefreshDatastoreRequestType {
         r.read_no_returnval()
     }
 }
-/// `RefreshDatastoreStorageInfoRequestType`.
+/// `DestroyChildrenRequestType`.
 #[derive(Clone, Default)]
-pub struct RefreshDatastoreStorageInfoRequestType {
+pub struct DestroyChildrenRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
-impl x::SchemaType for RefreshDatastoreStorageInfoRequestType {
-    const TYPE_NAME: &'static str = "RefreshDatastoreStorageInfoRequestType";
+impl x::SchemaType for DestroyChildrenRequestType {
+    const TYPE_NAME: &'static str = "DestroyChildrenRequestType";
 }
-impl x::Structure for RefreshDatastoreStorageInfoRequestType {}
-impl std::fmt::Debug for RefreshDatastoreStorageInfoRequestType {
+impl x::Structure for DestroyChildrenRequestType {}
+impl std::fmt::Debug for DestroyChildrenRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DestroyChildrenRequestType", x::fields_ref(self))
     }
 }
-impl PartialEq for RefreshDatastoreStorageInfoRequestType {
+impl PartialEq for DestroyChildrenRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for RefreshDatastoreStorageInfoRequestType {
+impl x::Fields for DestroyChildrenRequestType {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -154,8 +150,8 @@ impl x::Fields for RefreshDatastoreStorageInfoRequestType {
         w.write("_this", &self.this);
     }
 }
-impl x::Request for RefreshDatastoreStorageInfoRequestType {
-    const NAME: &'static str = "RefreshDatastoreStorageInfo";
+impl x::Request for DestroyChildrenRequestType {
+    const NAME: &'static str = "DestroyChildren";
     const IDEMPOTENT: bool = false;
     type Response = ();
     fn this(&self) -> &x::ManagedObjectReference {
@@ -167,27 +163,27 @@ impl x::Request for RefreshDatastoreStorageInfoRequestType {
         r.read_no_returnval()
     }
 }
-/// `RefreshDateTimeSystemRequestType`.
+/// `DestroyCollectorRequestType`.
 #[derive(Clone, Default)]
-pub struct RefreshDateTimeSystemRequestType {
+pub struct DestroyCollectorRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
-impl x::SchemaType for RefreshDateTimeSystemRequestType {
-    const TYPE_NAME: &'static str = "RefreshDateTimeSystemRequestType";
+impl x::SchemaType for DestroyCollectorRequestType {
+    const TYPE_NAME: &'static str = "DestroyCollectorRequestType";
 }
-impl x::Structure for RefreshDateTimeSystemRequestType {}
-impl std::fmt::Debug for RefreshDateTimeSystemRequestType {
+impl x::Structure for DestroyCollectorRequestType {}
+impl std::fmt::Debug for DestroyCollectorRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DestroyCollectorRequestType", x::fields_ref(self))
     }
 }
-impl PartialEq for RefreshDateTimeSystemRequestType {
+impl PartialEq for DestroyCollectorRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for RefreshDateTimeSystemRequestType {
+impl x::Fields for DestroyCollectorRequestType {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -204,8 +200,8 @@ impl x::Fields for RefreshDateTimeSystemRequestType {
         w.write("_this", &self.this);
     }
 }
-impl x::Request for RefreshDateTimeSystemRequestType {
-    const NAME: &'static str = "RefreshDateTimeSystem";
+impl x::Request for DestroyCollectorRequestType {
+    const NAME: &'static str = "DestroyCollector";
     const IDEMPOTENT: bool = false;
     type Response = ();
     fn this(&self) -> &x::ManagedObjectReference {
@@ -217,27 +213,27 @@ impl x::Request for RefreshDateTimeSystemRequestType {
         r.read_no_returnval()
     }
 }
-/// `RefreshFirewallRequestType`.
+/// `DestroyDatastoreRequestType`.
 #[derive(Clone, Default)]
-pub struct RefreshFirewallRequestType {
+pub struct DestroyDatastoreRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
-impl x::SchemaType for RefreshFirewallRequestType {
-    const TYPE_NAME: &'static str = "RefreshFirewallRequestType";
+impl x::SchemaType for DestroyDatastoreRequestType {
+    const TYPE_NAME: &'static str = "DestroyDatastoreRequestType";
 }
-impl x::Structure for RefreshFirewallRequestType {}
-impl std::fmt::Debug for RefreshFirewallRequestType {
+impl x::Structure for DestroyDatastoreRequestType {}
+impl std::fmt::Debug for DestroyDatastoreRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DestroyDatastoreRequestType", x::fields_ref(self))
     }
 }
-impl PartialEq for RefreshFirewallRequestType {
+impl PartialEq for DestroyDatastoreRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for RefreshFirewallRequestType {
+impl x::Fields for DestroyDatastoreRequestType {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -254,8 +250,8 @@ impl x::Fields for RefreshFirewallRequestType {
         w.write("_this", &self.this);
     }
 }
-impl x::Request for RefreshFirewallRequestType {
-    const NAME: &'static str = "RefreshFirewall";
+impl x::Request for DestroyDatastoreRequestType {
+    const NAME: &'static str = "DestroyDatastore";
     const IDEMPOTENT: bool = false;
     type Response = ();
     fn this(&self) -> &x::ManagedObjectReference {
@@ -267,655 +263,33 @@ impl x::Request for RefreshFirewallRequestType {
         r.read_no_returnval()
     }
 }
-/// `RefreshGraphicsManagerRequestType`.
+/// `DestroyIpPoolRequestType`.
 #[derive(Clone, Default)]
-pub struct RefreshGraphicsManagerRequestType {
+pub struct DestroyIpPoolRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for RefreshGraphicsManagerRequestType {
-    const TYPE_NAME: &'static str = "RefreshGraphicsManagerRequestType";
-}
-impl x::Structure for RefreshGraphicsManagerRequestType {}
-impl std::fmt::Debug for RefreshGraphicsManagerRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for RefreshGraphicsManagerRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for RefreshGraphicsManagerRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for RefreshGraphicsManagerRequestType {
-    const NAME: &'static str = "RefreshGraphicsManager";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `RefreshHealthStatusSystemRequestType`.
-#[derive(Clone, Default)]
-pub struct RefreshHealthStatusSystemRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for RefreshHealthStatusSystemRequestType {
-    const TYPE_NAME: &'static str = "RefreshHealthStatusSystemRequestType";
-}
-impl x::Structure for RefreshHealthStatusSystemRequestType {}
-impl std::fmt::Debug for RefreshHealthStatusSystemRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for RefreshHealthStatusSystemRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for RefreshHealthStatusSystemRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for RefreshHealthStatusSystemRequestType {
-    const NAME: &'static str = "RefreshHealthStatusSystem";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `RefreshNetworkSystemRequestType`.
-#[derive(Clone, Default)]
-pub struct RefreshNetworkSystemRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for RefreshNetworkSystemRequestType {
-    const TYPE_NAME: &'static str = "RefreshNetworkSystemRequestType";
-}
-impl x::Structure for RefreshNetworkSystemRequestType {}
-impl std::fmt::Debug for RefreshNetworkSystemRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for RefreshNetworkSystemRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for RefreshNetworkSystemRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for RefreshNetworkSystemRequestType {
-    const NAME: &'static str = "RefreshNetworkSystem";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `RefreshRecommendationRequestType`.
-#[derive(Clone, Default)]
-pub struct RefreshRecommendationRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for RefreshRecommendationRequestType {
-    const TYPE_NAME: &'static str = "RefreshRecommendationRequestType";
-}
-impl x::Structure for RefreshRecommendationRequestType {}
-impl std::fmt::Debug for RefreshRecommendationRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for RefreshRecommendationRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for RefreshRecommendationRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for RefreshRecommendationRequestType {
-    const NAME: &'static str = "RefreshRecommendation";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `RefreshRequestType`.
-#[derive(Clone, Default)]
-pub struct RefreshRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for RefreshRequestType {
-    const TYPE_NAME: &'static str = "RefreshRequestType";
-}
-impl x::Structure for RefreshRequestType {}
-impl std::fmt::Debug for RefreshRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for RefreshRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for RefreshRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for RefreshRequestType {
-    const NAME: &'static str = "Refresh";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `RefreshRuntimeRequestType`.
-#[derive(Clone, Default)]
-pub struct RefreshRuntimeRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for RefreshRuntimeRequestType {
-    const TYPE_NAME: &'static str = "RefreshRuntimeRequestType";
-}
-impl x::Structure for RefreshRuntimeRequestType {}
-impl std::fmt::Debug for RefreshRuntimeRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for RefreshRuntimeRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for RefreshRuntimeRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for RefreshRuntimeRequestType {
-    const NAME: &'static str = "RefreshRuntime";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `RefreshServicesRequestType`.
-#[derive(Clone, Default)]
-pub struct RefreshServicesRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for RefreshServicesRequestType {
-    const TYPE_NAME: &'static str = "RefreshServicesRequestType";
-}
-impl x::Structure for RefreshServicesRequestType {}
-impl std::fmt::Debug for RefreshServicesRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for RefreshServicesRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for RefreshServicesRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for RefreshServicesRequestType {
-    const NAME: &'static str = "RefreshServices";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `RefreshStorageDrsRecommendationRequestType`.
-#[derive(Clone, Default)]
-pub struct RefreshStorageDrsRecommendationRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `pod`.
-    pub pod: x::ManagedObjectReference,
-}
-impl x::SchemaType for RefreshStorageDrsRecommendationRequestType {
-    const TYPE_NAME: &'static str = "RefreshStorageDrsRecommendationRequestType";
-}
-impl x::Structure for RefreshStorageDrsRecommendationRequestType {}
-impl std::fmt::Debug for RefreshStorageDrsRecommendationRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for RefreshStorageDrsRecommendationRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for RefreshStorageDrsRecommendationRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "pod" => r.read(&mut self.pod),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("pod", &self.pod);
-    }
-}
-impl x::Request for RefreshStorageDrsRecommendationRequestType {
-    const NAME: &'static str = "RefreshStorageDrsRecommendation";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `RefreshStorageDrsRecommendationsForPodRequestType`.
-#[derive(Clone, Default)]
-pub struct RefreshStorageDrsRecommendationsForPodRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `pod`.
-    pub pod: x::ManagedObjectReference,
-}
-impl x::SchemaType for RefreshStorageDrsRecommendationsForPodRequestType {
-    const TYPE_NAME: &'static str = "RefreshStorageDrsRecommendationsForPodRequestType";
-}
-impl x::Structure for RefreshStorageDrsRecommendationsForPodRequestType {}
-impl std::fmt::Debug for RefreshStorageDrsRecommendationsForPodRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for RefreshStorageDrsRecommendationsForPodRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for RefreshStorageDrsRecommendationsForPodRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "pod" => r.read(&mut self.pod),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("pod", &self.pod);
-    }
-}
-impl x::Request for RefreshStorageDrsRecommendationsForPodRequestType {
-    const NAME: &'static str = "RefreshStorageDrsRecommendationsForPod_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `RefreshStorageInfoRequestType`.
-#[derive(Clone, Default)]
-pub struct RefreshStorageInfoRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for RefreshStorageInfoRequestType {
-    const TYPE_NAME: &'static str = "RefreshStorageInfoRequestType";
-}
-impl x::Structure for RefreshStorageInfoRequestType {}
-impl std::fmt::Debug for RefreshStorageInfoRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for RefreshStorageInfoRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for RefreshStorageInfoRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for RefreshStorageInfoRequestType {
-    const NAME: &'static str = "RefreshStorageInfo";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `RefreshStorageSystemRequestType`.
-#[derive(Clone, Default)]
-pub struct RefreshStorageSystemRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for RefreshStorageSystemRequestType {
-    const TYPE_NAME: &'static str = "RefreshStorageSystemRequestType";
-}
-impl x::Structure for RefreshStorageSystemRequestType {}
-impl std::fmt::Debug for RefreshStorageSystemRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for RefreshStorageSystemRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for RefreshStorageSystemRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for RefreshStorageSystemRequestType {
-    const NAME: &'static str = "RefreshStorageSystem";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `RegisterChildVMRequestType`.
-#[derive(Clone, Default)]
-pub struct RegisterChildVMRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `path`.
-    pub path: String,
-    /// `name`.
-    pub name: Option<String>,
-    /// `host`.
-    pub host: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for RegisterChildVMRequestType {
-    const TYPE_NAME: &'static str = "RegisterChildVMRequestType";
-}
-impl x::Structure for RegisterChildVMRequestType {}
-impl std::fmt::Debug for RegisterChildVMRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for RegisterChildVMRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for RegisterChildVMRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "path" => r.read(&mut self.path),
-            "name" => r.read_opt(&mut self.name),
-            "host" => r.read_opt(&mut self.host),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("path", &self.path);
-        w.write_opt("name", &self.name);
-        w.write_opt("host", &self.host);
-    }
-}
-impl x::Request for RegisterChildVMRequestType {
-    const NAME: &'static str = "RegisterChildVM_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `RegisterDiskRequestType`.
-#[derive(Clone, Default)]
-pub struct RegisterDiskRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `path`.
-    pub path: String,
-    /// `name`.
-    pub name: Option<String>,
+    /// `dc`.
+    pub dc: x::ManagedObjectReference,
     /// `id`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub id: Option<ID>,
+    pub id: i32,
+    /// `force`.
+    pub force: bool,
 }
-impl x::SchemaType for RegisterDiskRequestType {
-    const TYPE_NAME: &'static str = "RegisterDiskRequestType";
+impl x::SchemaType for DestroyIpPoolRequestType {
+    const TYPE_NAME: &'static str = "DestroyIpPoolRequestType";
 }
-impl x::Structure for RegisterDiskRequestType {}
-impl std::fmt::Debug for RegisterDiskRequestType {
+impl x::Structure for DestroyIpPoolRequestType {}
+impl std::fmt::Debug for DestroyIpPoolRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DestroyIpPoolRequestType", x::fields_ref(self))
     }
 }
-impl PartialEq for RegisterDiskRequestType {
+impl PartialEq for DestroyIpPoolRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for RegisterDiskRequestType {
+impl x::Fields for DestroyIpPoolRequestType {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -923,9 +297,9 @@ impl x::Fields for RegisterDiskRequestType {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "_this" => r.read(&mut self.this),
-            "path" => r.read(&mut self.path),
-            "name" => r.read_opt(&mut self.name),
-            "id" => r.read_opt(&mut self.id),
+            "dc" => r.read(&mut self.dc),
+            "id" => r.read(&mut self.id),
+            "force" => r.read(&mut self.force),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -933,69 +307,13 @@ impl x::Fields for RegisterDiskRequestType {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
-        w.write("path", &self.path);
-        w.write_opt("name", &self.name);
-        if w.since(0x0901_0000, "RegisterDisk.id", self.id.is_some()) {
-            w.write_opt("id", &self.id);
-        }
+        w.write("dc", &self.dc);
+        w.write("id", &self.id);
+        w.write("force", &self.force);
     }
 }
-impl x::Request for RegisterDiskRequestType {
-    const NAME: &'static str = "RegisterDisk";
-    const IDEMPOTENT: bool = false;
-    type Response = VStorageObject;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `RegisterExtensionRequestType`.
-#[derive(Clone, Default)]
-pub struct RegisterExtensionRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `extension`.
-    pub extension: Extension,
-}
-impl x::SchemaType for RegisterExtensionRequestType {
-    const TYPE_NAME: &'static str = "RegisterExtensionRequestType";
-}
-impl x::Structure for RegisterExtensionRequestType {}
-impl std::fmt::Debug for RegisterExtensionRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for RegisterExtensionRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for RegisterExtensionRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "extension" => r.read(&mut self.extension),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("extension", &self.extension);
-    }
-}
-impl x::Request for RegisterExtensionRequestType {
-    const NAME: &'static str = "RegisterExtension";
+impl x::Request for DestroyIpPoolRequestType {
+    const NAME: &'static str = "DestroyIpPool";
     const IDEMPOTENT: bool = false;
     type Response = ();
     fn this(&self) -> &x::ManagedObjectReference {
@@ -1007,40 +325,27 @@ impl x::Request for RegisterExtensionRequestType {
         r.read_no_returnval()
     }
 }
-/// `RegisterHealthUpdateProviderRequestType`.
-#[derive(Default)]
-pub struct RegisterHealthUpdateProviderRequestType {
+/// `DestroyNetworkRequestType`.
+#[derive(Clone, Default)]
+pub struct DestroyNetworkRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
-    /// `name`.
-    pub name: String,
-    /// `healthUpdateInfo`.
-    pub health_update_info: Vec<HealthUpdateInfo>,
 }
-impl x::SchemaType for RegisterHealthUpdateProviderRequestType {
-    const TYPE_NAME: &'static str = "RegisterHealthUpdateProviderRequestType";
+impl x::SchemaType for DestroyNetworkRequestType {
+    const TYPE_NAME: &'static str = "DestroyNetworkRequestType";
 }
-impl x::Structure for RegisterHealthUpdateProviderRequestType {}
-impl std::fmt::Debug for RegisterHealthUpdateProviderRequestType {
+impl x::Structure for DestroyNetworkRequestType {}
+impl std::fmt::Debug for DestroyNetworkRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DestroyNetworkRequestType", x::fields_ref(self))
     }
 }
-impl PartialEq for RegisterHealthUpdateProviderRequestType {
+impl PartialEq for DestroyNetworkRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl Clone for RegisterHealthUpdateProviderRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            name: self.name.clone(),
-            health_update_info: x::clone_vec(&self.health_update_info),
-        }
-    }
-}
-impl x::Fields for RegisterHealthUpdateProviderRequestType {
+impl x::Fields for DestroyNetworkRequestType {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1048,8 +353,6 @@ impl x::Fields for RegisterHealthUpdateProviderRequestType {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "_this" => r.read(&mut self.this),
-            "name" => r.read(&mut self.name),
-            "healthUpdateInfo" => r.read_push(&mut self.health_update_info),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1057,12 +360,611 @@ impl x::Fields for RegisterHealthUpdateProviderRequestType {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
-        w.write("name", &self.name);
-        w.write_vec("healthUpdateInfo", &self.health_update_info);
     }
 }
-impl x::Request for RegisterHealthUpdateProviderRequestType {
-    const NAME: &'static str = "RegisterHealthUpdateProvider";
+impl x::Request for DestroyNetworkRequestType {
+    const NAME: &'static str = "DestroyNetwork";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `DestroyProfileRequestType`.
+#[derive(Clone, Default)]
+pub struct DestroyProfileRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for DestroyProfileRequestType {
+    const TYPE_NAME: &'static str = "DestroyProfileRequestType";
+}
+impl x::Structure for DestroyProfileRequestType {}
+impl std::fmt::Debug for DestroyProfileRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DestroyProfileRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for DestroyProfileRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for DestroyProfileRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for DestroyProfileRequestType {
+    const NAME: &'static str = "DestroyProfile";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `DestroyPropertyCollectorRequestType`.
+#[derive(Clone, Default)]
+pub struct DestroyPropertyCollectorRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for DestroyPropertyCollectorRequestType {
+    const TYPE_NAME: &'static str = "DestroyPropertyCollectorRequestType";
+}
+impl x::Structure for DestroyPropertyCollectorRequestType {}
+impl std::fmt::Debug for DestroyPropertyCollectorRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DestroyPropertyCollectorRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for DestroyPropertyCollectorRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for DestroyPropertyCollectorRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for DestroyPropertyCollectorRequestType {
+    const NAME: &'static str = "DestroyPropertyCollector";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `DestroyPropertyFilterRequestType`.
+#[derive(Clone, Default)]
+pub struct DestroyPropertyFilterRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for DestroyPropertyFilterRequestType {
+    const TYPE_NAME: &'static str = "DestroyPropertyFilterRequestType";
+}
+impl x::Structure for DestroyPropertyFilterRequestType {}
+impl std::fmt::Debug for DestroyPropertyFilterRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DestroyPropertyFilterRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for DestroyPropertyFilterRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for DestroyPropertyFilterRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for DestroyPropertyFilterRequestType {
+    const NAME: &'static str = "DestroyPropertyFilter";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `DestroyRequestType`.
+#[derive(Clone, Default)]
+pub struct DestroyRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for DestroyRequestType {
+    const TYPE_NAME: &'static str = "DestroyRequestType";
+}
+impl x::Structure for DestroyRequestType {}
+impl std::fmt::Debug for DestroyRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DestroyRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for DestroyRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for DestroyRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for DestroyRequestType {
+    const NAME: &'static str = "Destroy_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `DestroyVffsRequestType`.
+#[derive(Clone, Default)]
+pub struct DestroyVffsRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `vffsPath`.
+    pub vffs_path: String,
+}
+impl x::SchemaType for DestroyVffsRequestType {
+    const TYPE_NAME: &'static str = "DestroyVffsRequestType";
+}
+impl x::Structure for DestroyVffsRequestType {}
+impl std::fmt::Debug for DestroyVffsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DestroyVffsRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for DestroyVffsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for DestroyVffsRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vffsPath" => r.read(&mut self.vffs_path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("vffsPath", &self.vffs_path);
+    }
+}
+impl x::Request for DestroyVffsRequestType {
+    const NAME: &'static str = "DestroyVffs";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `DestroyViewRequestType`.
+#[derive(Clone, Default)]
+pub struct DestroyViewRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for DestroyViewRequestType {
+    const TYPE_NAME: &'static str = "DestroyViewRequestType";
+}
+impl x::Structure for DestroyViewRequestType {}
+impl std::fmt::Debug for DestroyViewRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DestroyViewRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for DestroyViewRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for DestroyViewRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for DestroyViewRequestType {
+    const NAME: &'static str = "DestroyView";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `DetachDiskRequestType`.
+#[derive(Clone, Default)]
+pub struct DetachDiskRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `diskId`.
+    pub disk_id: ID,
+}
+impl x::SchemaType for DetachDiskRequestType {
+    const TYPE_NAME: &'static str = "DetachDiskRequestType";
+}
+impl x::Structure for DetachDiskRequestType {}
+impl std::fmt::Debug for DetachDiskRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DetachDiskRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for DetachDiskRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for DetachDiskRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "diskId" => r.read(&mut self.disk_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("diskId", &self.disk_id);
+    }
+}
+impl x::Request for DetachDiskRequestType {
+    const NAME: &'static str = "DetachDisk_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `DetachScsiLunExRequestType`.
+#[derive(Default)]
+pub struct DetachScsiLunExRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `lunUuid`.
+    pub lun_uuid: Vec<String>,
+}
+impl x::SchemaType for DetachScsiLunExRequestType {
+    const TYPE_NAME: &'static str = "DetachScsiLunExRequestType";
+}
+impl x::Structure for DetachScsiLunExRequestType {}
+impl std::fmt::Debug for DetachScsiLunExRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DetachScsiLunExRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for DetachScsiLunExRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for DetachScsiLunExRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            lun_uuid: x::clone_vec(&self.lun_uuid),
+        }
+    }
+}
+impl x::Fields for DetachScsiLunExRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "lunUuid" => r.read_push(&mut self.lun_uuid),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write_vec("lunUuid", &self.lun_uuid);
+    }
+}
+impl x::Request for DetachScsiLunExRequestType {
+    const NAME: &'static str = "DetachScsiLunEx_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `DetachScsiLunRequestType`.
+#[derive(Clone, Default)]
+pub struct DetachScsiLunRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `lunUuid`.
+    pub lun_uuid: String,
+}
+impl x::SchemaType for DetachScsiLunRequestType {
+    const TYPE_NAME: &'static str = "DetachScsiLunRequestType";
+}
+impl x::Structure for DetachScsiLunRequestType {}
+impl std::fmt::Debug for DetachScsiLunRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DetachScsiLunRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for DetachScsiLunRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for DetachScsiLunRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "lunUuid" => r.read(&mut self.lun_uuid),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("lunUuid", &self.lun_uuid);
+    }
+}
+impl x::Request for DetachScsiLunRequestType {
+    const NAME: &'static str = "DetachScsiLun";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `DetachTagFromVStorageObjectRequestType`.
+#[derive(Clone, Default)]
+pub struct DetachTagFromVStorageObjectRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `id`.
+    pub id: ID,
+    /// `category`.
+    pub category: String,
+    /// `tag`.
+    pub tag: String,
+}
+impl x::SchemaType for DetachTagFromVStorageObjectRequestType {
+    const TYPE_NAME: &'static str = "DetachTagFromVStorageObjectRequestType";
+}
+impl x::Structure for DetachTagFromVStorageObjectRequestType {}
+impl std::fmt::Debug for DetachTagFromVStorageObjectRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "DetachTagFromVStorageObjectRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for DetachTagFromVStorageObjectRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for DetachTagFromVStorageObjectRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "id" => r.read(&mut self.id),
+            "category" => r.read(&mut self.category),
+            "tag" => r.read(&mut self.tag),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("id", &self.id);
+        w.write("category", &self.category);
+        w.write("tag", &self.tag);
+    }
+}
+impl x::Request for DetachTagFromVStorageObjectRequestType {
+    const NAME: &'static str = "DetachTagFromVStorageObject";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `DirectPathProfileManagerCreateRequestType`.
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Clone, Default)]
+pub struct DirectPathProfileManagerCreateRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub this: x::ManagedObjectReference,
+    /// `spec`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub spec: DirectPathProfileManagerCreateSpec,
+}
+impl x::SchemaType for DirectPathProfileManagerCreateRequestType {
+    const TYPE_NAME: &'static str = "DirectPathProfileManagerCreateRequestType";
+}
+impl x::Structure for DirectPathProfileManagerCreateRequestType {}
+impl std::fmt::Debug for DirectPathProfileManagerCreateRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "DirectPathProfileManagerCreateRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for DirectPathProfileManagerCreateRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for DirectPathProfileManagerCreateRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "operation DirectPathProfileManagerCreate", true);
+        w.write("_this", &self.this);
+        w.write("spec", &self.spec);
+    }
+}
+impl x::Request for DirectPathProfileManagerCreateRequestType {
+    const NAME: &'static str = "DirectPathProfileManagerCreate";
     const IDEMPOTENT: bool = false;
     type Response = String;
     fn this(&self) -> &x::ManagedObjectReference {
@@ -1074,29 +976,39 @@ impl x::Request for RegisterHealthUpdateProviderRequestType {
         r.read_returnval()
     }
 }
-/// `RegisterKmipServerRequestType`.
+/// `DirectPathProfileManagerDeleteRequestType`.
+///
+/// Since vSphere API 9.0.0.0.
 #[derive(Clone, Default)]
-pub struct RegisterKmipServerRequestType {
+pub struct DirectPathProfileManagerDeleteRequestType {
     /// `_this`.
+    ///
+    /// Since vSphere API 9.0.0.0.
     pub this: x::ManagedObjectReference,
-    /// `server`.
-    pub server: KmipServerSpec,
+    /// `id`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub id: String,
 }
-impl x::SchemaType for RegisterKmipServerRequestType {
-    const TYPE_NAME: &'static str = "RegisterKmipServerRequestType";
+impl x::SchemaType for DirectPathProfileManagerDeleteRequestType {
+    const TYPE_NAME: &'static str = "DirectPathProfileManagerDeleteRequestType";
 }
-impl x::Structure for RegisterKmipServerRequestType {}
-impl std::fmt::Debug for RegisterKmipServerRequestType {
+impl x::Structure for DirectPathProfileManagerDeleteRequestType {}
+impl std::fmt::Debug for DirectPathProfileManagerDeleteRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DirectPathProfileManagerDeleteRequestType",
+            x::fields_ref(self),
+        )
     }
 }
-impl PartialEq for RegisterKmipServerRequestType {
+impl PartialEq for DirectPathProfileManagerDeleteRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for RegisterKmipServerRequestType {
+impl x::Fields for DirectPathProfileManagerDeleteRequestType {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1104,19 +1016,20 @@ impl x::Fields for RegisterKmipServerRequestType {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "_this" => r.read(&mut self.this),
-            "server" => r.read(&mut self.server),
+            "id" => r.read(&mut self.id),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "operation DirectPathProfileManagerDelete", true);
         w.write("_this", &self.this);
-        w.write("server", &self.server);
+        w.write("id", &self.id);
     }
 }
-impl x::Request for RegisterKmipServerRequestType {
-    const NAME: &'static str = "RegisterKmipServer";
+impl x::Request for DirectPathProfileManagerDeleteRequestType {
+    const NAME: &'static str = "DirectPathProfileManagerDelete";
     const IDEMPOTENT: bool = false;
     type Response = ();
     fn this(&self) -> &x::ManagedObjectReference {
@@ -1128,31 +1041,39 @@ impl x::Request for RegisterKmipServerRequestType {
         r.read_no_returnval()
     }
 }
-/// `RegisterKmsClusterRequestType`.
+/// `DirectPathProfileManagerListRequestType`.
+///
+/// Since vSphere API 9.0.0.0.
 #[derive(Clone, Default)]
-pub struct RegisterKmsClusterRequestType {
+pub struct DirectPathProfileManagerListRequestType {
     /// `_this`.
+    ///
+    /// Since vSphere API 9.0.0.0.
     pub this: x::ManagedObjectReference,
-    /// `clusterId`.
-    pub cluster_id: KeyProviderId,
-    /// `managementType`.
-    pub management_type: Option<String>,
+    /// `filterSpec`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub filter_spec: DirectPathProfileManagerFilterSpec,
 }
-impl x::SchemaType for RegisterKmsClusterRequestType {
-    const TYPE_NAME: &'static str = "RegisterKmsClusterRequestType";
+impl x::SchemaType for DirectPathProfileManagerListRequestType {
+    const TYPE_NAME: &'static str = "DirectPathProfileManagerListRequestType";
 }
-impl x::Structure for RegisterKmsClusterRequestType {}
-impl std::fmt::Debug for RegisterKmsClusterRequestType {
+impl x::Structure for DirectPathProfileManagerListRequestType {}
+impl std::fmt::Debug for DirectPathProfileManagerListRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DirectPathProfileManagerListRequestType",
+            x::fields_ref(self),
+        )
     }
 }
-impl PartialEq for RegisterKmsClusterRequestType {
+impl PartialEq for DirectPathProfileManagerListRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for RegisterKmsClusterRequestType {
+impl x::Fields for DirectPathProfileManagerListRequestType {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1160,21 +1081,171 @@ impl x::Fields for RegisterKmsClusterRequestType {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "_this" => r.read(&mut self.this),
-            "clusterId" => r.read(&mut self.cluster_id),
-            "managementType" => r.read_opt(&mut self.management_type),
+            "filterSpec" => r.read(&mut self.filter_spec),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "operation DirectPathProfileManagerList", true);
         w.write("_this", &self.this);
-        w.write("clusterId", &self.cluster_id);
-        w.write_opt("managementType", &self.management_type);
+        w.write("filterSpec", &self.filter_spec);
     }
 }
-impl x::Request for RegisterKmsClusterRequestType {
-    const NAME: &'static str = "RegisterKmsCluster";
+impl x::Request for DirectPathProfileManagerListRequestType {
+    const NAME: &'static str = "DirectPathProfileManagerList";
+    const IDEMPOTENT: bool = false;
+    type Response = Vec<DirectPathProfileInfo>;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `DirectPathProfileManagerQueryCapacityRequestType`.
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Default)]
+pub struct DirectPathProfileManagerQueryCapacityRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub this: x::ManagedObjectReference,
+    /// `target`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub target: AnyDirectPathProfileManagerTargetEntity,
+    /// `querySpec`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub query_spec: Vec<AnyDirectPathProfileManagerCapacityQuerySpec>,
+}
+impl x::SchemaType for DirectPathProfileManagerQueryCapacityRequestType {
+    const TYPE_NAME: &'static str = "DirectPathProfileManagerQueryCapacityRequestType";
+}
+impl x::Structure for DirectPathProfileManagerQueryCapacityRequestType {}
+impl std::fmt::Debug for DirectPathProfileManagerQueryCapacityRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "DirectPathProfileManagerQueryCapacityRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for DirectPathProfileManagerQueryCapacityRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for DirectPathProfileManagerQueryCapacityRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            target: self.target.clone(),
+            query_spec: x::clone_vec(&self.query_spec),
+        }
+    }
+}
+impl x::Fields for DirectPathProfileManagerQueryCapacityRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "target" => r.read(&mut self.target),
+            "querySpec" => r.read_push(&mut self.query_spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "operation DirectPathProfileManagerQueryCapacity", true);
+        w.write("_this", &self.this);
+        w.write("target", &self.target);
+        w.write_vec("querySpec", &self.query_spec);
+    }
+}
+impl x::Request for DirectPathProfileManagerQueryCapacityRequestType {
+    const NAME: &'static str = "DirectPathProfileManagerQueryCapacity";
+    const IDEMPOTENT: bool = false;
+    type Response = Vec<AnyDirectPathProfileManagerCapacityResult>;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `DirectPathProfileManagerUpdateRequestType`.
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Clone, Default)]
+pub struct DirectPathProfileManagerUpdateRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub this: x::ManagedObjectReference,
+    /// `id`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub id: String,
+    /// `spec`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub spec: DirectPathProfileManagerUpdateSpec,
+}
+impl x::SchemaType for DirectPathProfileManagerUpdateRequestType {
+    const TYPE_NAME: &'static str = "DirectPathProfileManagerUpdateRequestType";
+}
+impl x::Structure for DirectPathProfileManagerUpdateRequestType {}
+impl std::fmt::Debug for DirectPathProfileManagerUpdateRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "DirectPathProfileManagerUpdateRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for DirectPathProfileManagerUpdateRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for DirectPathProfileManagerUpdateRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "id" => r.read(&mut self.id),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "operation DirectPathProfileManagerUpdate", true);
+        w.write("_this", &self.this);
+        w.write("id", &self.id);
+        w.write("spec", &self.spec);
+    }
+}
+impl x::Request for DirectPathProfileManagerUpdateRequestType {
+    const NAME: &'static str = "DirectPathProfileManagerUpdate";
     const IDEMPOTENT: bool = false;
     type Response = ();
     fn this(&self) -> &x::ManagedObjectReference {
@@ -1184,75 +1255,5 @@ impl x::Request for RegisterKmsClusterRequestType {
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_no_returnval()
-    }
-}
-/// `RegisterVMRequestType`.
-#[derive(Clone, Default)]
-pub struct RegisterVMRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `path`.
-    pub path: String,
-    /// `name`.
-    pub name: Option<String>,
-    /// `asTemplate`.
-    pub as_template: bool,
-    /// `pool`.
-    pub pool: Option<x::ManagedObjectReference>,
-    /// `host`.
-    pub host: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for RegisterVMRequestType {
-    const TYPE_NAME: &'static str = "RegisterVMRequestType";
-}
-impl x::Structure for RegisterVMRequestType {}
-impl std::fmt::Debug for RegisterVMRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for RegisterVMRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for RegisterVMRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "path" => r.read(&mut self.path),
-            "name" => r.read_opt(&mut self.name),
-            "asTemplate" => r.read(&mut self.as_template),
-            "pool" => r.read_opt(&mut self.pool),
-            "host" => r.read_opt(&mut self.host),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("path", &self.path);
-        w.write_opt("name", &self.name);
-        w.write("asTemplate", &self.as_template);
-        w.write_opt("pool", &self.pool);
-        w.write_opt("host", &self.host);
-    }
-}
-impl x::Request for RegisterVMRequestType {
-    const NAME: &'static str = "RegisterVM_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
     }
 }

@@ -21,12 +21,12 @@ impl x::SchemaType for PropertyChange {
 impl x::Structure for PropertyChange {}
 impl std::fmt::Debug for PropertyChange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PropertyChange", x::fields_ref(self))
     }
 }
 impl PartialEq for PropertyChange {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for PropertyChange {
@@ -70,12 +70,12 @@ impl x::SchemaType for PropertyFilterSpec {
 impl x::Structure for PropertyFilterSpec {}
 impl std::fmt::Debug for PropertyFilterSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PropertyFilterSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for PropertyFilterSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PropertyFilterSpec {
@@ -133,12 +133,12 @@ impl x::SchemaType for PropertyFilterUpdate {
 impl x::Structure for PropertyFilterUpdate {}
 impl std::fmt::Debug for PropertyFilterUpdate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PropertyFilterUpdate", x::fields_ref(self))
     }
 }
 impl PartialEq for PropertyFilterUpdate {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PropertyFilterUpdate {
@@ -191,12 +191,12 @@ impl x::SchemaType for PropertySpec {
 impl x::Structure for PropertySpec {}
 impl std::fmt::Debug for PropertySpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "PropertySpec", x::fields_ref(self))
     }
 }
 impl PartialEq for PropertySpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for PropertySpec {
@@ -255,13 +255,13 @@ impl x::Structure for QuarantineModeFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for QuarantineModeFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QuarantineModeFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for QuarantineModeFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -320,13 +320,13 @@ impl x::Structure for QuestionPending {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for QuestionPending {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QuestionPending", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for QuestionPending {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -389,13 +389,13 @@ impl x::Structure for QuiesceDatastoreIOForHAFailed {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for QuiesceDatastoreIOForHAFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QuiesceDatastoreIOForHAFailed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for QuiesceDatastoreIOForHAFailed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -458,13 +458,13 @@ impl x::Structure for RDMConversionNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for RDMConversionNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RDMConversionNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for RDMConversionNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -521,13 +521,13 @@ impl x::Structure for RDMNotPreserved {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for RDMNotPreserved {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RDMNotPreserved", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for RDMNotPreserved {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -582,13 +582,13 @@ impl x::Structure for RDMNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for RDMNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RDMNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for RDMNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -644,13 +644,13 @@ impl x::Structure for RDMNotSupportedOnDatastore {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for RDMNotSupportedOnDatastore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RDMNotSupportedOnDatastore", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for RDMNotSupportedOnDatastore {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -709,13 +709,13 @@ impl x::Structure for RDMPointsToInaccessibleDisk {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for RDMPointsToInaccessibleDisk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RDMPointsToInaccessibleDisk", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for RDMPointsToInaccessibleDisk {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -765,13 +765,13 @@ impl x::Structure for RawDiskNotSupported {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for RawDiskNotSupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RawDiskNotSupported", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for RawDiskNotSupported {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -821,13 +821,13 @@ impl x::Structure for ReadHostResourcePoolTreeFailed {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ReadHostResourcePoolTreeFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ReadHostResourcePoolTreeFailed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ReadHostResourcePoolTreeFailed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -881,13 +881,13 @@ impl x::Structure for ReadOnlyDisksWithLegacyDestination {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for ReadOnlyDisksWithLegacyDestination {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ReadOnlyDisksWithLegacyDestination", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for ReadOnlyDisksWithLegacyDestination {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -946,13 +946,13 @@ impl x::Structure for RebootRequired {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for RebootRequired {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RebootRequired", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for RebootRequired {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1007,13 +1007,13 @@ impl x::Structure for RecordReplayDisabled {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for RecordReplayDisabled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RecordReplayDisabled", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for RecordReplayDisabled {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1071,13 +1071,13 @@ impl x::Structure for RecoveryEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for RecoveryEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RecoveryEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for RecoveryEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1136,12 +1136,12 @@ impl x::SchemaType for RecurrentTaskScheduler {
 impl x::Structure for RecurrentTaskScheduler {}
 impl std::fmt::Debug for RecurrentTaskScheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RecurrentTaskScheduler", x::fields_ref(self))
     }
 }
 impl PartialEq for RecurrentTaskScheduler {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for RecurrentTaskScheduler {
@@ -1191,12 +1191,12 @@ impl x::SchemaType for Relation {
 impl x::Structure for Relation {}
 impl std::fmt::Debug for Relation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "Relation", x::fields_ref(self))
     }
 }
 impl PartialEq for Relation {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for Relation {
@@ -1223,116 +1223,4 @@ impl x::Fields for Relation {
 impl x::ArrayItem for Relation {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfRelation";
     const ITEM_TAG: &'static str = "Relation";
-}
-#[cfg(feature = "all-faults")]
-/// `RemoteDeviceNotSupported` (extends `DeviceNotSupported`).
-///
-/// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct RemoteDeviceNotSupported {
-    /// The fields `RemoteDeviceNotSupported` inherits from `DeviceNotSupported`.
-    pub device_not_supported: DeviceNotSupported,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for RemoteDeviceNotSupported {
-    const TYPE_NAME: &'static str = "RemoteDeviceNotSupported";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for RemoteDeviceNotSupported {}
-#[cfg(feature = "all-faults")]
-impl std::fmt::Debug for RemoteDeviceNotSupported {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-faults")]
-impl PartialEq for RemoteDeviceNotSupported {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for RemoteDeviceNotSupported {
-    type Target = DeviceNotSupported;
-    #[inline]
-    fn deref(&self) -> &DeviceNotSupported {
-        &self.device_not_supported
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for RemoteDeviceNotSupported {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut DeviceNotSupported {
-        &mut self.device_not_supported
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for RemoteDeviceNotSupported {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.device_not_supported, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.device_not_supported, w);
-    }
-}
-#[cfg(feature = "all-events")]
-/// `RemoteTSMEnabledEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct RemoteTSMEnabledEvent {
-    /// The fields `RemoteTSMEnabledEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for RemoteTSMEnabledEvent {
-    const TYPE_NAME: &'static str = "RemoteTSMEnabledEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for RemoteTSMEnabledEvent {}
-#[cfg(feature = "all-events")]
-impl std::fmt::Debug for RemoteTSMEnabledEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-events")]
-impl PartialEq for RemoteTSMEnabledEvent {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for RemoteTSMEnabledEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for RemoteTSMEnabledEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for RemoteTSMEnabledEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
 }

@@ -5,6 +5,176 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `CreateVirtualDiskRequestType`.
+#[derive(Clone, Default)]
+pub struct CreateVirtualDiskRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `name`.
+    pub name: String,
+    /// `datacenter`.
+    pub datacenter: Option<x::ManagedObjectReference>,
+    /// `spec`.
+    pub spec: AnyVirtualDiskSpec,
+}
+impl x::SchemaType for CreateVirtualDiskRequestType {
+    const TYPE_NAME: &'static str = "CreateVirtualDiskRequestType";
+}
+impl x::Structure for CreateVirtualDiskRequestType {}
+impl std::fmt::Debug for CreateVirtualDiskRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateVirtualDiskRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateVirtualDiskRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for CreateVirtualDiskRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "name" => r.read(&mut self.name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("name", &self.name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write("spec", &self.spec);
+    }
+}
+impl x::Request for CreateVirtualDiskRequestType {
+    const NAME: &'static str = "CreateVirtualDisk_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `CreateVmfsDatastoreRequestType`.
+#[derive(Clone, Default)]
+pub struct CreateVmfsDatastoreRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `spec`.
+    pub spec: VmfsDatastoreCreateSpec,
+}
+impl x::SchemaType for CreateVmfsDatastoreRequestType {
+    const TYPE_NAME: &'static str = "CreateVmfsDatastoreRequestType";
+}
+impl x::Structure for CreateVmfsDatastoreRequestType {}
+impl std::fmt::Debug for CreateVmfsDatastoreRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateVmfsDatastoreRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateVmfsDatastoreRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for CreateVmfsDatastoreRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("spec", &self.spec);
+    }
+}
+impl x::Request for CreateVmfsDatastoreRequestType {
+    const NAME: &'static str = "CreateVmfsDatastore";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `CreateVvolDatastoreRequestType`.
+#[derive(Clone, Default)]
+pub struct CreateVvolDatastoreRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `spec`.
+    pub spec: HostDatastoreSystemVvolDatastoreSpec,
+}
+impl x::SchemaType for CreateVvolDatastoreRequestType {
+    const TYPE_NAME: &'static str = "CreateVvolDatastoreRequestType";
+}
+impl x::Structure for CreateVvolDatastoreRequestType {}
+impl std::fmt::Debug for CreateVvolDatastoreRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "CreateVvolDatastoreRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for CreateVvolDatastoreRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for CreateVvolDatastoreRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("spec", &self.spec);
+    }
+}
+impl x::Request for CreateVvolDatastoreRequestType {
+    const NAME: &'static str = "CreateVvolDatastore";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
 /// `CryptoManagerHostDisableRequestType`.
 #[derive(Clone, Default)]
 pub struct CryptoManagerHostDisableRequestType {
@@ -17,12 +187,12 @@ impl x::SchemaType for CryptoManagerHostDisableRequestType {
 impl x::Structure for CryptoManagerHostDisableRequestType {}
 impl std::fmt::Debug for CryptoManagerHostDisableRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CryptoManagerHostDisableRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CryptoManagerHostDisableRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CryptoManagerHostDisableRequestType {
@@ -69,12 +239,12 @@ impl x::SchemaType for CryptoManagerHostEnableRequestType {
 impl x::Structure for CryptoManagerHostEnableRequestType {}
 impl std::fmt::Debug for CryptoManagerHostEnableRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CryptoManagerHostEnableRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CryptoManagerHostEnableRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CryptoManagerHostEnableRequestType {
@@ -121,12 +291,12 @@ impl x::SchemaType for CryptoManagerHostPrepareRequestType {
 impl x::Structure for CryptoManagerHostPrepareRequestType {}
 impl std::fmt::Debug for CryptoManagerHostPrepareRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CryptoManagerHostPrepareRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CryptoManagerHostPrepareRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CryptoManagerHostPrepareRequestType {
@@ -171,12 +341,12 @@ impl x::SchemaType for CryptoUnlockRequestType {
 impl x::Structure for CryptoUnlockRequestType {}
 impl std::fmt::Debug for CryptoUnlockRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CryptoUnlockRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CryptoUnlockRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CryptoUnlockRequestType {
@@ -221,12 +391,12 @@ impl x::SchemaType for CurrentTimeRequestType {
 impl x::Structure for CurrentTimeRequestType {}
 impl std::fmt::Debug for CurrentTimeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CurrentTimeRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CurrentTimeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CurrentTimeRequestType {
@@ -273,12 +443,12 @@ impl x::SchemaType for CustomizationSpecItemToXmlRequestType {
 impl x::Structure for CustomizationSpecItemToXmlRequestType {}
 impl std::fmt::Debug for CustomizationSpecItemToXmlRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizationSpecItemToXmlRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizationSpecItemToXmlRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizationSpecItemToXmlRequestType {
@@ -333,12 +503,12 @@ impl x::SchemaType for CustomizeGuestRequestType {
 impl x::Structure for CustomizeGuestRequestType {}
 impl std::fmt::Debug for CustomizeGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizeGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizeGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for CustomizeGuestRequestType {
@@ -404,12 +574,12 @@ impl x::SchemaType for CustomizeVMRequestType {
 impl x::Structure for CustomizeVMRequestType {}
 impl std::fmt::Debug for CustomizeVMRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "CustomizeVMRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for CustomizeVMRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for CustomizeVMRequestType {
@@ -458,12 +628,12 @@ impl x::SchemaType for DVPortgroupRollbackRequestType {
 impl x::Structure for DVPortgroupRollbackRequestType {}
 impl std::fmt::Debug for DVPortgroupRollbackRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVPortgroupRollbackRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DVPortgroupRollbackRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVPortgroupRollbackRequestType {
@@ -512,12 +682,12 @@ impl x::SchemaType for DVSManagerExportEntityRequestType {
 impl x::Structure for DVSManagerExportEntityRequestType {}
 impl std::fmt::Debug for DVSManagerExportEntityRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSManagerExportEntityRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSManagerExportEntityRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DVSManagerExportEntityRequestType {
@@ -576,12 +746,12 @@ impl x::SchemaType for DVSManagerImportEntityRequestType {
 impl x::Structure for DVSManagerImportEntityRequestType {}
 impl std::fmt::Debug for DVSManagerImportEntityRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSManagerImportEntityRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSManagerImportEntityRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DVSManagerImportEntityRequestType {
@@ -643,12 +813,12 @@ impl x::SchemaType for DVSManagerLookupDvPortGroupRequestType {
 impl x::Structure for DVSManagerLookupDvPortGroupRequestType {}
 impl std::fmt::Debug for DVSManagerLookupDvPortGroupRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSManagerLookupDvPortGroupRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSManagerLookupDvPortGroupRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVSManagerLookupDvPortGroupRequestType {
@@ -699,12 +869,12 @@ impl x::SchemaType for DVSRollbackRequestType {
 impl x::Structure for DVSRollbackRequestType {}
 impl std::fmt::Debug for DVSRollbackRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DVSRollbackRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DVSRollbackRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DVSRollbackRequestType {
@@ -751,12 +921,16 @@ impl x::SchemaType for DatastoreEnterMaintenanceModeRequestType {
 impl x::Structure for DatastoreEnterMaintenanceModeRequestType {}
 impl std::fmt::Debug for DatastoreEnterMaintenanceModeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DatastoreEnterMaintenanceModeRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DatastoreEnterMaintenanceModeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DatastoreEnterMaintenanceModeRequestType {
@@ -801,12 +975,16 @@ impl x::SchemaType for DatastoreExitMaintenanceModeRequestType {
 impl x::Structure for DatastoreExitMaintenanceModeRequestType {}
 impl std::fmt::Debug for DatastoreExitMaintenanceModeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "DatastoreExitMaintenanceModeRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for DatastoreExitMaintenanceModeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DatastoreExitMaintenanceModeRequestType {
@@ -853,12 +1031,12 @@ impl x::SchemaType for DecodeLicenseRequestType {
 impl x::Structure for DecodeLicenseRequestType {}
 impl std::fmt::Debug for DecodeLicenseRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DecodeLicenseRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DecodeLicenseRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DecodeLicenseRequestType {
@@ -905,12 +1083,12 @@ impl x::SchemaType for DefragmentAllDisksRequestType {
 impl x::Structure for DefragmentAllDisksRequestType {}
 impl std::fmt::Debug for DefragmentAllDisksRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DefragmentAllDisksRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DefragmentAllDisksRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DefragmentAllDisksRequestType {
@@ -959,12 +1137,12 @@ impl x::SchemaType for DefragmentVirtualDiskRequestType {
 impl x::Structure for DefragmentVirtualDiskRequestType {}
 impl std::fmt::Debug for DefragmentVirtualDiskRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DefragmentVirtualDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DefragmentVirtualDiskRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DefragmentVirtualDiskRequestType {
@@ -1015,12 +1193,12 @@ impl x::SchemaType for DeleteCustomizationSpecRequestType {
 impl x::Structure for DeleteCustomizationSpecRequestType {}
 impl std::fmt::Debug for DeleteCustomizationSpecRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeleteCustomizationSpecRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteCustomizationSpecRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteCustomizationSpecRequestType {
@@ -1071,12 +1249,12 @@ impl x::SchemaType for DeleteDatastoreFileRequestType {
 impl x::Structure for DeleteDatastoreFileRequestType {}
 impl std::fmt::Debug for DeleteDatastoreFileRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeleteDatastoreFileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteDatastoreFileRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteDatastoreFileRequestType {
@@ -1133,12 +1311,12 @@ impl x::SchemaType for DeleteDirectoryInGuestRequestType {
 impl x::Structure for DeleteDirectoryInGuestRequestType {}
 impl std::fmt::Debug for DeleteDirectoryInGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeleteDirectoryInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteDirectoryInGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteDirectoryInGuestRequestType {
@@ -1195,12 +1373,12 @@ impl x::SchemaType for DeleteDirectoryRequestType {
 impl x::Structure for DeleteDirectoryRequestType {}
 impl std::fmt::Debug for DeleteDirectoryRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeleteDirectoryRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteDirectoryRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteDirectoryRequestType {
@@ -1255,12 +1433,12 @@ impl x::SchemaType for DeleteFileInGuestRequestType {
 impl x::Structure for DeleteFileInGuestRequestType {}
 impl std::fmt::Debug for DeleteFileInGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeleteFileInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteFileInGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteFileInGuestRequestType {
@@ -1313,12 +1491,12 @@ impl x::SchemaType for DeleteFileRequestType {
 impl x::Structure for DeleteFileRequestType {}
 impl std::fmt::Debug for DeleteFileRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeleteFileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteFileRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteFileRequestType {
@@ -1367,12 +1545,12 @@ impl x::SchemaType for DeleteHostSpecificationRequestType {
 impl x::Structure for DeleteHostSpecificationRequestType {}
 impl std::fmt::Debug for DeleteHostSpecificationRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeleteHostSpecificationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteHostSpecificationRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteHostSpecificationRequestType {
@@ -1423,12 +1601,12 @@ impl x::SchemaType for DeleteHostSubSpecificationRequestType {
 impl x::Structure for DeleteHostSubSpecificationRequestType {}
 impl std::fmt::Debug for DeleteHostSubSpecificationRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeleteHostSubSpecificationRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteHostSubSpecificationRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteHostSubSpecificationRequestType {
@@ -1477,12 +1655,12 @@ impl x::SchemaType for DeleteNvdimmBlockNamespacesRequestType {
 impl x::Structure for DeleteNvdimmBlockNamespacesRequestType {}
 impl std::fmt::Debug for DeleteNvdimmBlockNamespacesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeleteNvdimmBlockNamespacesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteNvdimmBlockNamespacesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteNvdimmBlockNamespacesRequestType {
@@ -1529,12 +1707,12 @@ impl x::SchemaType for DeleteNvdimmNamespaceRequestType {
 impl x::Structure for DeleteNvdimmNamespaceRequestType {}
 impl std::fmt::Debug for DeleteNvdimmNamespaceRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeleteNvdimmNamespaceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteNvdimmNamespaceRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteNvdimmNamespaceRequestType {
@@ -1589,12 +1767,12 @@ impl x::SchemaType for DeleteRegistryKeyInGuestRequestType {
 impl x::Structure for DeleteRegistryKeyInGuestRequestType {}
 impl std::fmt::Debug for DeleteRegistryKeyInGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeleteRegistryKeyInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteRegistryKeyInGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteRegistryKeyInGuestRequestType {
@@ -1653,12 +1831,12 @@ impl x::SchemaType for DeleteRegistryValueInGuestRequestType {
 impl x::Structure for DeleteRegistryValueInGuestRequestType {}
 impl std::fmt::Debug for DeleteRegistryValueInGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeleteRegistryValueInGuestRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteRegistryValueInGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteRegistryValueInGuestRequestType {
@@ -1711,12 +1889,12 @@ impl x::SchemaType for DeleteScsiLunStateRequestType {
 impl x::Structure for DeleteScsiLunStateRequestType {}
 impl std::fmt::Debug for DeleteScsiLunStateRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeleteScsiLunStateRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteScsiLunStateRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteScsiLunStateRequestType {
@@ -1769,12 +1947,12 @@ impl x::SchemaType for DeleteSnapshotRequestType {
 impl x::Structure for DeleteSnapshotRequestType {}
 impl std::fmt::Debug for DeleteSnapshotRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeleteSnapshotRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteSnapshotRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteSnapshotRequestType {
@@ -1829,12 +2007,12 @@ impl x::SchemaType for DeleteVStorageObjectExRequestType {
 impl x::Structure for DeleteVStorageObjectExRequestType {}
 impl std::fmt::Debug for DeleteVStorageObjectExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeleteVStorageObjectExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteVStorageObjectExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteVStorageObjectExRequestType {
@@ -1887,12 +2065,12 @@ impl x::SchemaType for DeleteVStorageObjectRequestType {
 impl x::Structure for DeleteVStorageObjectRequestType {}
 impl std::fmt::Debug for DeleteVStorageObjectRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeleteVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteVStorageObjectRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteVStorageObjectRequestType {
@@ -1943,12 +2121,12 @@ impl x::SchemaType for DeleteVffsVolumeStateRequestType {
 impl x::Structure for DeleteVffsVolumeStateRequestType {}
 impl std::fmt::Debug for DeleteVffsVolumeStateRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeleteVffsVolumeStateRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteVffsVolumeStateRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteVffsVolumeStateRequestType {
@@ -1999,12 +2177,12 @@ impl x::SchemaType for DeleteVirtualDiskRequestType {
 impl x::Structure for DeleteVirtualDiskRequestType {}
 impl std::fmt::Debug for DeleteVirtualDiskRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeleteVirtualDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteVirtualDiskRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteVirtualDiskRequestType {
@@ -2055,12 +2233,12 @@ impl x::SchemaType for DeleteVmfsVolumeStateRequestType {
 impl x::Structure for DeleteVmfsVolumeStateRequestType {}
 impl std::fmt::Debug for DeleteVmfsVolumeStateRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeleteVmfsVolumeStateRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteVmfsVolumeStateRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for DeleteVmfsVolumeStateRequestType {
@@ -2111,12 +2289,12 @@ impl x::SchemaType for DeleteVsanObjectsRequestType {
 impl x::Structure for DeleteVsanObjectsRequestType {}
 impl std::fmt::Debug for DeleteVsanObjectsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "DeleteVsanObjectsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for DeleteVsanObjectsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for DeleteVsanObjectsRequestType {

@@ -5,117 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-#[cfg(feature = "all-faults")]
-/// `RestrictedByAdministrator` (extends `RuntimeFault`).
-///
-/// The fields of `RuntimeFault` are in `runtime_fault`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct RestrictedByAdministrator {
-    /// The fields `RestrictedByAdministrator` inherits from `RuntimeFault`.
-    pub runtime_fault: RuntimeFault,
-    /// `details`.
-    pub details: String,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for RestrictedByAdministrator {
-    const TYPE_NAME: &'static str = "RestrictedByAdministrator";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for RestrictedByAdministrator {}
-#[cfg(feature = "all-faults")]
-impl std::fmt::Debug for RestrictedByAdministrator {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-faults")]
-impl PartialEq for RestrictedByAdministrator {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for RestrictedByAdministrator {
-    type Target = RuntimeFault;
-    #[inline]
-    fn deref(&self) -> &RuntimeFault {
-        &self.runtime_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for RestrictedByAdministrator {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut RuntimeFault {
-        &mut self.runtime_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for RestrictedByAdministrator {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "details" => r.read(&mut self.details),
-            _ => return x::Fields::decode_field(&mut self.runtime_fault, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.runtime_fault, w);
-        w.write("details", &self.details);
-    }
-}
-/// `RestrictedVersion` (extends `SecurityError`).
-///
-/// The fields of `SecurityError` are in `security_error`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct RestrictedVersion {
-    /// The fields `RestrictedVersion` inherits from `SecurityError`.
-    pub security_error: SecurityError,
-}
-impl x::SchemaType for RestrictedVersion {
-    const TYPE_NAME: &'static str = "RestrictedVersion";
-}
-impl x::Structure for RestrictedVersion {}
-impl std::fmt::Debug for RestrictedVersion {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for RestrictedVersion {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for RestrictedVersion {
-    type Target = SecurityError;
-    #[inline]
-    fn deref(&self) -> &SecurityError {
-        &self.security_error
-    }
-}
-impl std::ops::DerefMut for RestrictedVersion {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut SecurityError {
-        &mut self.security_error
-    }
-}
-impl x::Fields for RestrictedVersion {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.security_error, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.security_error, w);
-    }
-}
 /// `RetrieveOptions` (extends `DynamicData`).
 #[derive(Clone, Default)]
 pub struct RetrieveOptions {
@@ -128,12 +17,12 @@ impl x::SchemaType for RetrieveOptions {
 impl x::Structure for RetrieveOptions {}
 impl std::fmt::Debug for RetrieveOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveOptions", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveOptions {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveOptions {
@@ -167,12 +56,12 @@ impl x::SchemaType for RetrieveResult {
 impl x::Structure for RetrieveResult {}
 impl std::fmt::Debug for RetrieveResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveResult", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveResult {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for RetrieveResult {
@@ -216,12 +105,12 @@ impl x::SchemaType for RetrieveVStorageObjSpec {
 impl x::Structure for RetrieveVStorageObjSpec {}
 impl std::fmt::Debug for RetrieveVStorageObjSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RetrieveVStorageObjSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for RetrieveVStorageObjSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RetrieveVStorageObjSpec {
@@ -267,13 +156,13 @@ impl x::Structure for RoleAddedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for RoleAddedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RoleAddedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for RoleAddedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -339,13 +228,13 @@ impl x::Structure for RoleEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for RoleEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RoleEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for RoleEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -400,13 +289,13 @@ impl x::Structure for RoleEventArgument {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for RoleEventArgument {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RoleEventArgument", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for RoleEventArgument {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -447,13 +336,13 @@ impl x::Structure for RoleRemovedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for RoleRemovedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RoleRemovedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for RoleRemovedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -511,13 +400,13 @@ impl x::Structure for RoleUpdatedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for RoleUpdatedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RoleUpdatedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for RoleUpdatedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -594,13 +483,13 @@ impl x::Structure for RollbackEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for RollbackEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RollbackEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for RollbackEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -661,13 +550,13 @@ impl x::Structure for RollbackFailure {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for RollbackFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RollbackFailure", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for RollbackFailure {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -728,13 +617,13 @@ impl x::Structure for RuleViolation {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for RuleViolation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RuleViolation", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for RuleViolation {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -785,12 +674,12 @@ impl x::SchemaType for RunScriptAction {
 impl x::Structure for RunScriptAction {}
 impl std::fmt::Debug for RunScriptAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RunScriptAction", x::fields_ref(self))
     }
 }
 impl PartialEq for RunScriptAction {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for RunScriptAction {
@@ -824,12 +713,12 @@ impl x::SchemaType for RuntimeFault {
 impl x::Structure for RuntimeFault {}
 impl std::fmt::Debug for RuntimeFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RuntimeFault", x::fields_ref(self))
     }
 }
 impl PartialEq for RuntimeFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for RuntimeFault {
@@ -876,12 +765,12 @@ impl x::SchemaType for SAMLTokenAuthentication {
 impl x::Structure for SAMLTokenAuthentication {}
 impl std::fmt::Debug for SAMLTokenAuthentication {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SAMLTokenAuthentication", x::fields_ref(self))
     }
 }
 impl PartialEq for SAMLTokenAuthentication {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for SAMLTokenAuthentication {
@@ -926,12 +815,12 @@ impl x::SchemaType for SDDCBase {
 impl x::Structure for SDDCBase {}
 impl std::fmt::Debug for SDDCBase {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SDDCBase", x::fields_ref(self))
     }
 }
 impl PartialEq for SDDCBase {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for SDDCBase {
@@ -962,13 +851,13 @@ impl x::Structure for SSLDisabledFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SSLDisabledFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SSLDisabledFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SSLDisabledFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1026,13 +915,13 @@ impl x::Structure for SSLVerifyFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SSLVerifyFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SSLVerifyFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SSLVerifyFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1092,12 +981,12 @@ impl x::SchemaType for SSPIAuthentication {
 impl x::Structure for SSPIAuthentication {}
 impl std::fmt::Debug for SSPIAuthentication {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SSPIAuthentication", x::fields_ref(self))
     }
 }
 impl PartialEq for SSPIAuthentication {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for SSPIAuthentication {
@@ -1151,13 +1040,13 @@ impl x::Structure for SSPIChallenge {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for SSPIChallenge {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "SSPIChallenge", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for SSPIChallenge {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1212,12 +1101,12 @@ impl x::SchemaType for ScheduledHardwareUpgradeInfo {
 impl x::Structure for ScheduledHardwareUpgradeInfo {}
 impl std::fmt::Debug for ScheduledHardwareUpgradeInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ScheduledHardwareUpgradeInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ScheduledHardwareUpgradeInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ScheduledHardwareUpgradeInfo {
@@ -1266,13 +1155,13 @@ impl x::Structure for ScheduledTaskCompletedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ScheduledTaskCompletedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ScheduledTaskCompletedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ScheduledTaskCompletedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1322,13 +1211,13 @@ impl x::Structure for ScheduledTaskCreatedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ScheduledTaskCreatedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ScheduledTaskCreatedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ScheduledTaskCreatedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1380,12 +1269,12 @@ impl x::SchemaType for ScheduledTaskDescription {
 impl x::Structure for ScheduledTaskDescription {}
 impl std::fmt::Debug for ScheduledTaskDescription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ScheduledTaskDescription", x::fields_ref(self))
     }
 }
 impl PartialEq for ScheduledTaskDescription {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ScheduledTaskDescription {
@@ -1440,12 +1329,12 @@ impl x::SchemaType for ScheduledTaskDetail {
 impl x::Structure for ScheduledTaskDetail {}
 impl std::fmt::Debug for ScheduledTaskDetail {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ScheduledTaskDetail", x::fields_ref(self))
     }
 }
 impl PartialEq for ScheduledTaskDetail {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ScheduledTaskDetail {
@@ -1503,13 +1392,13 @@ impl x::Structure for ScheduledTaskEmailCompletedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ScheduledTaskEmailCompletedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ScheduledTaskEmailCompletedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ScheduledTaskEmailCompletedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1568,13 +1457,13 @@ impl x::Structure for ScheduledTaskEmailFailedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ScheduledTaskEmailFailedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ScheduledTaskEmailFailedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ScheduledTaskEmailFailedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1635,13 +1524,13 @@ impl x::Structure for ScheduledTaskEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ScheduledTaskEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ScheduledTaskEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ScheduledTaskEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1700,13 +1589,13 @@ impl x::Structure for ScheduledTaskEventArgument {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ScheduledTaskEventArgument {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ScheduledTaskEventArgument", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ScheduledTaskEventArgument {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1763,13 +1652,13 @@ impl x::Structure for ScheduledTaskFailedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ScheduledTaskFailedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ScheduledTaskFailedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ScheduledTaskFailedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1844,12 +1733,12 @@ impl x::SchemaType for ScheduledTaskInfo {
 impl x::Structure for ScheduledTaskInfo {}
 impl std::fmt::Debug for ScheduledTaskInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ScheduledTaskInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for ScheduledTaskInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for ScheduledTaskInfo {
@@ -1925,13 +1814,13 @@ impl x::Structure for ScheduledTaskReconfiguredEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ScheduledTaskReconfiguredEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ScheduledTaskReconfiguredEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ScheduledTaskReconfiguredEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1986,13 +1875,13 @@ impl x::Structure for ScheduledTaskRemovedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ScheduledTaskRemovedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ScheduledTaskRemovedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ScheduledTaskRemovedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2048,12 +1937,12 @@ impl x::SchemaType for ScheduledTaskSpec {
 impl x::Structure for ScheduledTaskSpec {}
 impl std::fmt::Debug for ScheduledTaskSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ScheduledTaskSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for ScheduledTaskSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ScheduledTaskSpec {
@@ -2101,13 +1990,13 @@ impl x::Structure for ScheduledTaskStartedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for ScheduledTaskStartedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ScheduledTaskStartedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for ScheduledTaskStartedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]

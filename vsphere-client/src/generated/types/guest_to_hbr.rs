@@ -5,6 +5,108 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `GuestRegValueStringSpec` (extends `GuestRegValueDataSpec`).
+#[derive(Clone, Default)]
+pub struct GuestRegValueStringSpec {
+    /// `value`.
+    pub value: Option<String>,
+}
+impl x::SchemaType for GuestRegValueStringSpec {
+    const TYPE_NAME: &'static str = "GuestRegValueStringSpec";
+}
+impl x::Structure for GuestRegValueStringSpec {}
+impl std::fmt::Debug for GuestRegValueStringSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "GuestRegValueStringSpec", x::fields_ref(self))
+    }
+}
+impl PartialEq for GuestRegValueStringSpec {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for GuestRegValueStringSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "value" => r.read_opt(&mut self.value),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("value", &self.value);
+    }
+}
+#[cfg(feature = "all-faults")]
+/// `GuestRegistryFault` (extends `GuestOperationsFault`).
+///
+/// The fields of `GuestOperationsFault` are in `guest_operations_fault`, also reachable through `Deref`.
+#[derive(Clone, Default)]
+pub struct GuestRegistryFault {
+    /// The fields `GuestRegistryFault` inherits from `GuestOperationsFault`.
+    pub guest_operations_fault: GuestOperationsFault,
+    /// `windowsSystemErrorCode`.
+    pub windows_system_error_code: i64,
+}
+#[cfg(feature = "all-faults")]
+impl x::SchemaType for GuestRegistryFault {
+    const TYPE_NAME: &'static str = "GuestRegistryFault";
+}
+#[cfg(feature = "all-faults")]
+impl x::Structure for GuestRegistryFault {}
+#[cfg(feature = "all-faults")]
+impl std::fmt::Debug for GuestRegistryFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "GuestRegistryFault", x::fields_ref(self))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl PartialEq for GuestRegistryFault {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::Deref for GuestRegistryFault {
+    type Target = GuestOperationsFault;
+    #[inline]
+    fn deref(&self) -> &GuestOperationsFault {
+        &self.guest_operations_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl std::ops::DerefMut for GuestRegistryFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut GuestOperationsFault {
+        &mut self.guest_operations_fault
+    }
+}
+#[cfg(feature = "all-faults")]
+impl x::Fields for GuestRegistryFault {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "windowsSystemErrorCode" => r.read(&mut self.windows_system_error_code),
+            _ => {
+                return x::Fields::decode_field(&mut self.guest_operations_fault, r, name);
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.guest_operations_fault, w);
+        w.write("windowsSystemErrorCode", &self.windows_system_error_code);
+    }
+}
 #[cfg(feature = "all-faults")]
 /// `GuestRegistryKeyAlreadyExists` (extends `GuestRegistryKeyFault`).
 ///
@@ -23,13 +125,13 @@ impl x::Structure for GuestRegistryKeyAlreadyExists {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for GuestRegistryKeyAlreadyExists {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestRegistryKeyAlreadyExists", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for GuestRegistryKeyAlreadyExists {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -81,13 +183,13 @@ impl x::Structure for GuestRegistryKeyFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for GuestRegistryKeyFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestRegistryKeyFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for GuestRegistryKeyFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -142,13 +244,13 @@ impl x::Structure for GuestRegistryKeyHasSubkeys {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for GuestRegistryKeyHasSubkeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestRegistryKeyHasSubkeys", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for GuestRegistryKeyHasSubkeys {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -198,13 +300,13 @@ impl x::Structure for GuestRegistryKeyInvalid {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for GuestRegistryKeyInvalid {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestRegistryKeyInvalid", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for GuestRegistryKeyInvalid {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -254,13 +356,13 @@ impl x::Structure for GuestRegistryKeyParentVolatile {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for GuestRegistryKeyParentVolatile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestRegistryKeyParentVolatile", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for GuestRegistryKeyParentVolatile {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -314,13 +416,13 @@ impl x::Structure for GuestRegistryValueFault {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for GuestRegistryValueFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestRegistryValueFault", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for GuestRegistryValueFault {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -377,13 +479,13 @@ impl x::Structure for GuestRegistryValueNotFound {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for GuestRegistryValueNotFound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestRegistryValueNotFound", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for GuestRegistryValueNotFound {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -429,12 +531,12 @@ impl x::SchemaType for GuestScreenInfo {
 impl x::Structure for GuestScreenInfo {}
 impl std::fmt::Debug for GuestScreenInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestScreenInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestScreenInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for GuestScreenInfo {
@@ -474,12 +576,12 @@ impl x::SchemaType for GuestStackInfo {
 impl x::Structure for GuestStackInfo {}
 impl std::fmt::Debug for GuestStackInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestStackInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestStackInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for GuestStackInfo {
@@ -539,12 +641,12 @@ impl x::SchemaType for GuestWindowsFileAttributes {
 impl x::Structure for GuestWindowsFileAttributes {}
 impl std::fmt::Debug for GuestWindowsFileAttributes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestWindowsFileAttributes", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestWindowsFileAttributes {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for GuestWindowsFileAttributes {
@@ -598,12 +700,12 @@ impl x::SchemaType for GuestWindowsProgramSpec {
 impl x::Structure for GuestWindowsProgramSpec {}
 impl std::fmt::Debug for GuestWindowsProgramSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "GuestWindowsProgramSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for GuestWindowsProgramSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl std::ops::Deref for GuestWindowsProgramSpec {
@@ -655,13 +757,13 @@ impl x::Structure for HAErrorsAtDest {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for HAErrorsAtDest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HAErrorsAtDest", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for HAErrorsAtDest {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -731,12 +833,12 @@ impl x::SchemaType for HbrDiskMigrationAction {
 impl x::Structure for HbrDiskMigrationAction {}
 impl std::fmt::Debug for HbrDiskMigrationAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HbrDiskMigrationAction", x::fields_ref(self))
     }
 }
 impl PartialEq for HbrDiskMigrationAction {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HbrDiskMigrationAction {
@@ -829,12 +931,12 @@ impl x::SchemaType for HbrManagerReplicationVmInfo {
 impl x::Structure for HbrManagerReplicationVmInfo {}
 impl std::fmt::Debug for HbrManagerReplicationVmInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HbrManagerReplicationVmInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for HbrManagerReplicationVmInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HbrManagerReplicationVmInfo {
@@ -882,12 +984,12 @@ impl x::SchemaType for HbrManagerVmReplicationCapability {
 impl x::Structure for HbrManagerVmReplicationCapability {}
 impl std::fmt::Debug for HbrManagerVmReplicationCapability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HbrManagerVmReplicationCapability", x::fields_ref(self))
     }
 }
 impl PartialEq for HbrManagerVmReplicationCapability {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HbrManagerVmReplicationCapability {
@@ -937,12 +1039,12 @@ impl x::SchemaType for HbrReplicationTargetSpec {
 impl x::Structure for HbrReplicationTargetSpec {}
 impl std::fmt::Debug for HbrReplicationTargetSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HbrReplicationTargetSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for HbrReplicationTargetSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HbrReplicationTargetSpec {
@@ -977,12 +1079,12 @@ impl x::SchemaType for HbrTargetSpec {
 impl x::Structure for HbrTargetSpec {}
 impl std::fmt::Debug for HbrTargetSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HbrTargetSpec", x::fields_ref(self))
     }
 }
 impl PartialEq for HbrTargetSpec {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HbrTargetSpec {
@@ -1025,12 +1127,12 @@ impl x::SchemaType for HbrTargetSpecReplacement {
 impl x::Structure for HbrTargetSpecReplacement {}
 impl std::fmt::Debug for HbrTargetSpecReplacement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HbrTargetSpecReplacement", x::fields_ref(self))
     }
 }
 impl PartialEq for HbrTargetSpecReplacement {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HbrTargetSpecReplacement {
@@ -1057,230 +1159,4 @@ impl x::Fields for HbrTargetSpecReplacement {
         w.since(0x0900_0000, "type HbrTargetSpecReplacement", true);
         w.write_vec("spec", &self.spec);
     }
-}
-#[cfg(feature = "all-events")]
-/// `HealthStatusChangedEvent` (extends `Event`).
-///
-/// The fields of `Event` are in `event`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct HealthStatusChangedEvent {
-    /// The fields `HealthStatusChangedEvent` inherits from `Event`.
-    pub event: Event,
-    /// `componentId`.
-    pub component_id: String,
-    /// `oldStatus`.
-    pub old_status: String,
-    /// `newStatus`.
-    pub new_status: String,
-    /// `componentName`.
-    pub component_name: String,
-    /// `serviceId`.
-    pub service_id: Option<String>,
-}
-#[cfg(feature = "all-events")]
-impl x::SchemaType for HealthStatusChangedEvent {
-    const TYPE_NAME: &'static str = "HealthStatusChangedEvent";
-}
-#[cfg(feature = "all-events")]
-impl x::Structure for HealthStatusChangedEvent {}
-#[cfg(feature = "all-events")]
-impl std::fmt::Debug for HealthStatusChangedEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-events")]
-impl PartialEq for HealthStatusChangedEvent {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::Deref for HealthStatusChangedEvent {
-    type Target = Event;
-    #[inline]
-    fn deref(&self) -> &Event {
-        &self.event
-    }
-}
-#[cfg(feature = "all-events")]
-impl std::ops::DerefMut for HealthStatusChangedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut Event {
-        &mut self.event
-    }
-}
-#[cfg(feature = "all-events")]
-impl x::Fields for HealthStatusChangedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "componentId" => r.read(&mut self.component_id),
-            "oldStatus" => r.read(&mut self.old_status),
-            "newStatus" => r.read(&mut self.new_status),
-            "componentName" => r.read(&mut self.component_name),
-            "serviceId" => r.read_opt(&mut self.service_id),
-            _ => return x::Fields::decode_field(&mut self.event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.event, w);
-        w.write("componentId", &self.component_id);
-        w.write("oldStatus", &self.old_status);
-        w.write("newStatus", &self.new_status);
-        w.write("componentName", &self.component_name);
-        w.write_opt("serviceId", &self.service_id);
-    }
-}
-/// `HealthSystemRuntime` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HealthSystemRuntime {
-    /// `systemHealthInfo`.
-    pub system_health_info: Option<HostSystemHealthInfo>,
-    /// `hardwareStatusInfo`.
-    pub hardware_status_info: Option<HostHardwareStatusInfo>,
-}
-impl x::SchemaType for HealthSystemRuntime {
-    const TYPE_NAME: &'static str = "HealthSystemRuntime";
-}
-impl x::Structure for HealthSystemRuntime {}
-impl std::fmt::Debug for HealthSystemRuntime {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HealthSystemRuntime {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HealthSystemRuntime {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "systemHealthInfo" => r.read_opt(&mut self.system_health_info),
-            "hardwareStatusInfo" => r.read_opt(&mut self.hardware_status_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("systemHealthInfo", &self.system_health_info);
-        w.write_opt("hardwareStatusInfo", &self.hardware_status_info);
-    }
-}
-/// `HealthUpdate` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HealthUpdate {
-    /// `entity`.
-    pub entity: x::ManagedObjectReference,
-    /// `healthUpdateInfoId`.
-    pub health_update_info_id: String,
-    /// `id`.
-    pub id: String,
-    /// `status`.
-    pub status: ManagedEntityStatus,
-    /// `remediation`.
-    pub remediation: String,
-}
-impl x::SchemaType for HealthUpdate {
-    const TYPE_NAME: &'static str = "HealthUpdate";
-}
-impl x::Structure for HealthUpdate {}
-impl std::fmt::Debug for HealthUpdate {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HealthUpdate {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HealthUpdate {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "entity" => r.read(&mut self.entity),
-            "healthUpdateInfoId" => r.read(&mut self.health_update_info_id),
-            "id" => r.read(&mut self.id),
-            "status" => r.read(&mut self.status),
-            "remediation" => r.read(&mut self.remediation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("entity", &self.entity);
-        w.write("healthUpdateInfoId", &self.health_update_info_id);
-        w.write("id", &self.id);
-        w.write("status", &self.status);
-        w.write("remediation", &self.remediation);
-    }
-}
-impl x::ArrayItem for HealthUpdate {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHealthUpdate";
-    const ITEM_TAG: &'static str = "HealthUpdate";
-}
-/// `HealthUpdateInfo` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct HealthUpdateInfo {
-    /// `id`.
-    pub id: String,
-    /// `componentType`.
-    pub component_type: String,
-    /// `description`.
-    pub description: String,
-}
-impl x::SchemaType for HealthUpdateInfo {
-    const TYPE_NAME: &'static str = "HealthUpdateInfo";
-}
-impl x::Structure for HealthUpdateInfo {}
-impl std::fmt::Debug for HealthUpdateInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for HealthUpdateInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for HealthUpdateInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "componentType" => r.read(&mut self.component_type),
-            "description" => r.read(&mut self.description),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("componentType", &self.component_type);
-        w.write("description", &self.description);
-    }
-}
-impl x::ArrayItem for HealthUpdateInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHealthUpdateInfo";
-    const ITEM_TAG: &'static str = "HealthUpdateInfo";
 }

@@ -5,27 +5,27 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `EnterLockdownModeRequestType`.
+/// `RebootGuestRequestType`.
 #[derive(Clone, Default)]
-pub struct EnterLockdownModeRequestType {
+pub struct RebootGuestRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
-impl x::SchemaType for EnterLockdownModeRequestType {
-    const TYPE_NAME: &'static str = "EnterLockdownModeRequestType";
+impl x::SchemaType for RebootGuestRequestType {
+    const TYPE_NAME: &'static str = "RebootGuestRequestType";
 }
-impl x::Structure for EnterLockdownModeRequestType {}
-impl std::fmt::Debug for EnterLockdownModeRequestType {
+impl x::Structure for RebootGuestRequestType {}
+impl std::fmt::Debug for RebootGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RebootGuestRequestType", x::fields_ref(self))
     }
 }
-impl PartialEq for EnterLockdownModeRequestType {
+impl PartialEq for RebootGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for EnterLockdownModeRequestType {
+impl x::Fields for RebootGuestRequestType {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -42,8 +42,8 @@ impl x::Fields for EnterLockdownModeRequestType {
         w.write("_this", &self.this);
     }
 }
-impl x::Request for EnterLockdownModeRequestType {
-    const NAME: &'static str = "EnterLockdownMode";
+impl x::Request for RebootGuestRequestType {
+    const NAME: &'static str = "RebootGuest";
     const IDEMPOTENT: bool = false;
     type Response = ();
     fn this(&self) -> &x::ManagedObjectReference {
@@ -55,33 +55,29 @@ impl x::Request for EnterLockdownModeRequestType {
         r.read_no_returnval()
     }
 }
-/// `EnterMaintenanceModeRequestType`.
+/// `RebootHostRequestType`.
 #[derive(Clone, Default)]
-pub struct EnterMaintenanceModeRequestType {
+pub struct RebootHostRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
-    /// `timeout`.
-    pub timeout: i32,
-    /// `evacuatePoweredOffVms`.
-    pub evacuate_powered_off_vms: Option<bool>,
-    /// `maintenanceSpec`.
-    pub maintenance_spec: Option<HostMaintenanceSpec>,
+    /// `force`.
+    pub force: bool,
 }
-impl x::SchemaType for EnterMaintenanceModeRequestType {
-    const TYPE_NAME: &'static str = "EnterMaintenanceModeRequestType";
+impl x::SchemaType for RebootHostRequestType {
+    const TYPE_NAME: &'static str = "RebootHostRequestType";
 }
-impl x::Structure for EnterMaintenanceModeRequestType {}
-impl std::fmt::Debug for EnterMaintenanceModeRequestType {
+impl x::Structure for RebootHostRequestType {}
+impl std::fmt::Debug for RebootHostRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RebootHostRequestType", x::fields_ref(self))
     }
 }
-impl PartialEq for EnterMaintenanceModeRequestType {
+impl PartialEq for RebootHostRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for EnterMaintenanceModeRequestType {
+impl x::Fields for RebootHostRequestType {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -89,9 +85,7 @@ impl x::Fields for EnterMaintenanceModeRequestType {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "_this" => r.read(&mut self.this),
-            "timeout" => r.read(&mut self.timeout),
-            "evacuatePoweredOffVms" => r.read_opt(&mut self.evacuate_powered_off_vms),
-            "maintenanceSpec" => r.read_opt(&mut self.maintenance_spec),
+            "force" => r.read(&mut self.force),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -99,13 +93,11 @@ impl x::Fields for EnterMaintenanceModeRequestType {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
-        w.write("timeout", &self.timeout);
-        w.write_opt("evacuatePoweredOffVms", &self.evacuate_powered_off_vms);
-        w.write_opt("maintenanceSpec", &self.maintenance_spec);
+        w.write("force", &self.force);
     }
 }
-impl x::Request for EnterMaintenanceModeRequestType {
-    const NAME: &'static str = "EnterMaintenanceMode_Task";
+impl x::Request for RebootHostRequestType {
+    const NAME: &'static str = "RebootHost_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
     fn this(&self) -> &x::ManagedObjectReference {
@@ -117,29 +109,29 @@ impl x::Request for EnterMaintenanceModeRequestType {
         r.read_returnval()
     }
 }
-/// `EstimateDatabaseSizeRequestType`.
+/// `RecommendDatastoresRequestType`.
 #[derive(Clone, Default)]
-pub struct EstimateDatabaseSizeRequestType {
+pub struct RecommendDatastoresRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
-    /// `dbSizeParam`.
-    pub db_size_param: DatabaseSizeParam,
+    /// `storageSpec`.
+    pub storage_spec: StoragePlacementSpec,
 }
-impl x::SchemaType for EstimateDatabaseSizeRequestType {
-    const TYPE_NAME: &'static str = "EstimateDatabaseSizeRequestType";
+impl x::SchemaType for RecommendDatastoresRequestType {
+    const TYPE_NAME: &'static str = "RecommendDatastoresRequestType";
 }
-impl x::Structure for EstimateDatabaseSizeRequestType {}
-impl std::fmt::Debug for EstimateDatabaseSizeRequestType {
+impl x::Structure for RecommendDatastoresRequestType {}
+impl std::fmt::Debug for RecommendDatastoresRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RecommendDatastoresRequestType", x::fields_ref(self))
     }
 }
-impl PartialEq for EstimateDatabaseSizeRequestType {
+impl PartialEq for RecommendDatastoresRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for EstimateDatabaseSizeRequestType {
+impl x::Fields for RecommendDatastoresRequestType {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -147,7 +139,7 @@ impl x::Fields for EstimateDatabaseSizeRequestType {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "_this" => r.read(&mut self.this),
-            "dbSizeParam" => r.read(&mut self.db_size_param),
+            "storageSpec" => r.read(&mut self.storage_spec),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -155,13 +147,13 @@ impl x::Fields for EstimateDatabaseSizeRequestType {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
-        w.write("dbSizeParam", &self.db_size_param);
+        w.write("storageSpec", &self.storage_spec);
     }
 }
-impl x::Request for EstimateDatabaseSizeRequestType {
-    const NAME: &'static str = "EstimateDatabaseSize";
-    const IDEMPOTENT: bool = true;
-    type Response = DatabaseSizeEstimate;
+impl x::Request for RecommendDatastoresRequestType {
+    const NAME: &'static str = "RecommendDatastores";
+    const IDEMPOTENT: bool = false;
+    type Response = StoragePlacementResult;
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
@@ -171,27 +163,85 @@ impl x::Request for EstimateDatabaseSizeRequestType {
         r.read_returnval()
     }
 }
-/// `EstimateStorageForConsolidateSnapshotsRequestType`.
+/// `RecommendHostsForVmRequestType`.
 #[derive(Clone, Default)]
-pub struct EstimateStorageForConsolidateSnapshotsRequestType {
+pub struct RecommendHostsForVmRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `vm`.
+    pub vm: x::ManagedObjectReference,
+    /// `pool`.
+    pub pool: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for RecommendHostsForVmRequestType {
+    const TYPE_NAME: &'static str = "RecommendHostsForVmRequestType";
+}
+impl x::Structure for RecommendHostsForVmRequestType {}
+impl std::fmt::Debug for RecommendHostsForVmRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "RecommendHostsForVmRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for RecommendHostsForVmRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for RecommendHostsForVmRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "pool" => r.read_opt(&mut self.pool),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("vm", &self.vm);
+        w.write_opt("pool", &self.pool);
+    }
+}
+impl x::Request for RecommendHostsForVmRequestType {
+    const NAME: &'static str = "RecommendHostsForVm";
+    const IDEMPOTENT: bool = false;
+    type Response = Vec<ClusterHostRecommendation>;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `RecommissionVsanNodeRequestType`.
+#[derive(Clone, Default)]
+pub struct RecommissionVsanNodeRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
 }
-impl x::SchemaType for EstimateStorageForConsolidateSnapshotsRequestType {
-    const TYPE_NAME: &'static str = "EstimateStorageForConsolidateSnapshotsRequestType";
+impl x::SchemaType for RecommissionVsanNodeRequestType {
+    const TYPE_NAME: &'static str = "RecommissionVsanNodeRequestType";
 }
-impl x::Structure for EstimateStorageForConsolidateSnapshotsRequestType {}
-impl std::fmt::Debug for EstimateStorageForConsolidateSnapshotsRequestType {
+impl x::Structure for RecommissionVsanNodeRequestType {}
+impl std::fmt::Debug for RecommissionVsanNodeRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "RecommissionVsanNodeRequestType", x::fields_ref(self))
     }
 }
-impl PartialEq for EstimateStorageForConsolidateSnapshotsRequestType {
+impl PartialEq for RecommissionVsanNodeRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for EstimateStorageForConsolidateSnapshotsRequestType {
+impl x::Fields for RecommissionVsanNodeRequestType {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -208,8 +258,8 @@ impl x::Fields for EstimateStorageForConsolidateSnapshotsRequestType {
         w.write("_this", &self.this);
     }
 }
-impl x::Request for EstimateStorageForConsolidateSnapshotsRequestType {
-    const NAME: &'static str = "EstimateStorageForConsolidateSnapshots_Task";
+impl x::Request for RecommissionVsanNodeRequestType {
+    const NAME: &'static str = "RecommissionVsanNode_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
     fn this(&self) -> &x::ManagedObjectReference {
@@ -221,29 +271,39 @@ impl x::Request for EstimateStorageForConsolidateSnapshotsRequestType {
         r.read_returnval()
     }
 }
-/// `EsxAgentHostManagerUpdateConfigRequestType`.
+/// `ReconcileDatastoreInventoryExRequestType`.
+///
+/// Since vSphere API 9.0.0.0.
 #[derive(Clone, Default)]
-pub struct EsxAgentHostManagerUpdateConfigRequestType {
+pub struct ReconcileDatastoreInventoryExRequestType {
     /// `_this`.
+    ///
+    /// Since vSphere API 9.0.0.0.
     pub this: x::ManagedObjectReference,
-    /// `configInfo`.
-    pub config_info: HostEsxAgentHostManagerConfigInfo,
+    /// `spec`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub spec: VStorageObjectReconcileSpec,
 }
-impl x::SchemaType for EsxAgentHostManagerUpdateConfigRequestType {
-    const TYPE_NAME: &'static str = "EsxAgentHostManagerUpdateConfigRequestType";
+impl x::SchemaType for ReconcileDatastoreInventoryExRequestType {
+    const TYPE_NAME: &'static str = "ReconcileDatastoreInventoryExRequestType";
 }
-impl x::Structure for EsxAgentHostManagerUpdateConfigRequestType {}
-impl std::fmt::Debug for EsxAgentHostManagerUpdateConfigRequestType {
+impl x::Structure for ReconcileDatastoreInventoryExRequestType {}
+impl std::fmt::Debug for ReconcileDatastoreInventoryExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ReconcileDatastoreInventoryExRequestType",
+            x::fields_ref(self),
+        )
     }
 }
-impl PartialEq for EsxAgentHostManagerUpdateConfigRequestType {
+impl PartialEq for ReconcileDatastoreInventoryExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for EsxAgentHostManagerUpdateConfigRequestType {
+impl x::Fields for ReconcileDatastoreInventoryExRequestType {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -251,77 +311,20 @@ impl x::Fields for EsxAgentHostManagerUpdateConfigRequestType {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "_this" => r.read(&mut self.this),
-            "configInfo" => r.read(&mut self.config_info),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "operation ReconcileDatastoreInventoryEx_Task", true);
         w.write("_this", &self.this);
-        w.write("configInfo", &self.config_info);
+        w.write("spec", &self.spec);
     }
 }
-impl x::Request for EsxAgentHostManagerUpdateConfigRequestType {
-    const NAME: &'static str = "EsxAgentHostManagerUpdateConfig";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `EvacuateVsanNodeRequestType`.
-#[derive(Clone, Default)]
-pub struct EvacuateVsanNodeRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `maintenanceSpec`.
-    pub maintenance_spec: HostMaintenanceSpec,
-    /// `timeout`.
-    pub timeout: i32,
-}
-impl x::SchemaType for EvacuateVsanNodeRequestType {
-    const TYPE_NAME: &'static str = "EvacuateVsanNodeRequestType";
-}
-impl x::Structure for EvacuateVsanNodeRequestType {}
-impl std::fmt::Debug for EvacuateVsanNodeRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for EvacuateVsanNodeRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for EvacuateVsanNodeRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "maintenanceSpec" => r.read(&mut self.maintenance_spec),
-            "timeout" => r.read(&mut self.timeout),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("maintenanceSpec", &self.maintenance_spec);
-        w.write("timeout", &self.timeout);
-    }
-}
-impl x::Request for EvacuateVsanNodeRequestType {
-    const NAME: &'static str = "EvacuateVsanNode_Task";
+impl x::Request for ReconcileDatastoreInventoryExRequestType {
+    const NAME: &'static str = "ReconcileDatastoreInventoryEx_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
     fn this(&self) -> &x::ManagedObjectReference {
@@ -333,314 +336,33 @@ impl x::Request for EvacuateVsanNodeRequestType {
         r.read_returnval()
     }
 }
-/// `EvcManagerRequestType`.
+/// `ReconcileDatastoreInventoryRequestType`.
 #[derive(Clone, Default)]
-pub struct EvcManagerRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for EvcManagerRequestType {
-    const TYPE_NAME: &'static str = "EvcManagerRequestType";
-}
-impl x::Structure for EvcManagerRequestType {}
-impl std::fmt::Debug for EvcManagerRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for EvcManagerRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for EvcManagerRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for EvcManagerRequestType {
-    const NAME: &'static str = "EvcManager";
-    const IDEMPOTENT: bool = false;
-    type Response = Option<x::ManagedObjectReference>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_opt()
-    }
-}
-/// `ExecuteHostProfileRequestType`.
-#[derive(Default)]
-pub struct ExecuteHostProfileRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-    /// `deferredParam`.
-    pub deferred_param: Vec<ProfileDeferredPolicyOptionParameter>,
-}
-impl x::SchemaType for ExecuteHostProfileRequestType {
-    const TYPE_NAME: &'static str = "ExecuteHostProfileRequestType";
-}
-impl x::Structure for ExecuteHostProfileRequestType {}
-impl std::fmt::Debug for ExecuteHostProfileRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ExecuteHostProfileRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for ExecuteHostProfileRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            host: self.host.clone(),
-            deferred_param: x::clone_vec(&self.deferred_param),
-        }
-    }
-}
-impl x::Fields for ExecuteHostProfileRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "host" => r.read(&mut self.host),
-            "deferredParam" => r.read_push(&mut self.deferred_param),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("host", &self.host);
-        w.write_vec("deferredParam", &self.deferred_param);
-    }
-}
-impl x::Request for ExecuteHostProfileRequestType {
-    const NAME: &'static str = "ExecuteHostProfile";
-    const IDEMPOTENT: bool = false;
-    type Response = AnyProfileExecuteResult;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `ExecuteSimpleCommandRequestType`.
-#[derive(Default)]
-pub struct ExecuteSimpleCommandRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `arguments`.
-    pub arguments: Vec<String>,
-}
-impl x::SchemaType for ExecuteSimpleCommandRequestType {
-    const TYPE_NAME: &'static str = "ExecuteSimpleCommandRequestType";
-}
-impl x::Structure for ExecuteSimpleCommandRequestType {}
-impl std::fmt::Debug for ExecuteSimpleCommandRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ExecuteSimpleCommandRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for ExecuteSimpleCommandRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            arguments: x::clone_vec(&self.arguments),
-        }
-    }
-}
-impl x::Fields for ExecuteSimpleCommandRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "arguments" => r.read_push(&mut self.arguments),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("arguments", &self.arguments);
-    }
-}
-impl x::Request for ExecuteSimpleCommandRequestType {
-    const NAME: &'static str = "ExecuteSimpleCommand";
-    const IDEMPOTENT: bool = false;
-    type Response = String;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `ExitLockdownModeRequestType`.
-#[derive(Clone, Default)]
-pub struct ExitLockdownModeRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for ExitLockdownModeRequestType {
-    const TYPE_NAME: &'static str = "ExitLockdownModeRequestType";
-}
-impl x::Structure for ExitLockdownModeRequestType {}
-impl std::fmt::Debug for ExitLockdownModeRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ExitLockdownModeRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for ExitLockdownModeRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for ExitLockdownModeRequestType {
-    const NAME: &'static str = "ExitLockdownMode";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `ExitMaintenanceModeRequestType`.
-#[derive(Clone, Default)]
-pub struct ExitMaintenanceModeRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `timeout`.
-    pub timeout: i32,
-}
-impl x::SchemaType for ExitMaintenanceModeRequestType {
-    const TYPE_NAME: &'static str = "ExitMaintenanceModeRequestType";
-}
-impl x::Structure for ExitMaintenanceModeRequestType {}
-impl std::fmt::Debug for ExitMaintenanceModeRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ExitMaintenanceModeRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for ExitMaintenanceModeRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "timeout" => r.read(&mut self.timeout),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("timeout", &self.timeout);
-    }
-}
-impl x::Request for ExitMaintenanceModeRequestType {
-    const NAME: &'static str = "ExitMaintenanceMode_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `ExpandVmfsDatastoreRequestType`.
-#[derive(Clone, Default)]
-pub struct ExpandVmfsDatastoreRequestType {
+pub struct ReconcileDatastoreInventoryRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
     /// `datastore`.
     pub datastore: x::ManagedObjectReference,
-    /// `spec`.
-    pub spec: VmfsDatastoreExpandSpec,
+    /// `deepCleansing`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub deep_cleansing: Option<bool>,
 }
-impl x::SchemaType for ExpandVmfsDatastoreRequestType {
-    const TYPE_NAME: &'static str = "ExpandVmfsDatastoreRequestType";
+impl x::SchemaType for ReconcileDatastoreInventoryRequestType {
+    const TYPE_NAME: &'static str = "ReconcileDatastoreInventoryRequestType";
 }
-impl x::Structure for ExpandVmfsDatastoreRequestType {}
-impl std::fmt::Debug for ExpandVmfsDatastoreRequestType {
+impl x::Structure for ReconcileDatastoreInventoryRequestType {}
+impl std::fmt::Debug for ReconcileDatastoreInventoryRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ReconcileDatastoreInventoryRequestType", x::fields_ref(self))
     }
 }
-impl PartialEq for ExpandVmfsDatastoreRequestType {
+impl PartialEq for ReconcileDatastoreInventoryRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for ExpandVmfsDatastoreRequestType {
+impl x::Fields for ReconcileDatastoreInventoryRequestType {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -649,6 +371,69 @@ impl x::Fields for ExpandVmfsDatastoreRequestType {
         let result = match name {
             "_this" => r.read(&mut self.this),
             "datastore" => r.read(&mut self.datastore),
+            "deepCleansing" => r.read_opt(&mut self.deep_cleansing),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("datastore", &self.datastore);
+        if w
+            .since(
+                0x0900_0000,
+                "ReconcileDatastoreInventory_Task.deepCleansing",
+                self.deep_cleansing.is_some(),
+            )
+        {
+            w.write_opt("deepCleansing", &self.deep_cleansing);
+        }
+    }
+}
+impl x::Request for ReconcileDatastoreInventoryRequestType {
+    const NAME: &'static str = "ReconcileDatastoreInventory_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `ReconfigVMRequestType`.
+#[derive(Clone, Default)]
+pub struct ReconfigVMRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `spec`.
+    pub spec: VirtualMachineConfigSpec,
+}
+impl x::SchemaType for ReconfigVMRequestType {
+    const TYPE_NAME: &'static str = "ReconfigVMRequestType";
+}
+impl x::Structure for ReconfigVMRequestType {}
+impl std::fmt::Debug for ReconfigVMRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ReconfigVMRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ReconfigVMRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for ReconfigVMRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
         };
@@ -657,12 +442,11 @@ impl x::Fields for ExpandVmfsDatastoreRequestType {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
-        w.write("datastore", &self.datastore);
         w.write("spec", &self.spec);
     }
 }
-impl x::Request for ExpandVmfsDatastoreRequestType {
-    const NAME: &'static str = "ExpandVmfsDatastore";
+impl x::Request for ReconfigVMRequestType {
+    const NAME: &'static str = "ReconfigVM_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
     fn this(&self) -> &x::ManagedObjectReference {
@@ -674,414 +458,40 @@ impl x::Request for ExpandVmfsDatastoreRequestType {
         r.read_returnval()
     }
 }
-/// `ExpandVmfsExtentRequestType`.
-#[derive(Clone, Default)]
-pub struct ExpandVmfsExtentRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `vmfsPath`.
-    pub vmfs_path: String,
-    /// `extent`.
-    pub extent: HostScsiDiskPartition,
-}
-impl x::SchemaType for ExpandVmfsExtentRequestType {
-    const TYPE_NAME: &'static str = "ExpandVmfsExtentRequestType";
-}
-impl x::Structure for ExpandVmfsExtentRequestType {}
-impl std::fmt::Debug for ExpandVmfsExtentRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ExpandVmfsExtentRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for ExpandVmfsExtentRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "vmfsPath" => r.read(&mut self.vmfs_path),
-            "extent" => r.read(&mut self.extent),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("vmfsPath", &self.vmfs_path);
-        w.write("extent", &self.extent);
-    }
-}
-impl x::Request for ExpandVmfsExtentRequestType {
-    const NAME: &'static str = "ExpandVmfsExtent";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `ExportAnswerFileRequestType`.
-#[derive(Clone, Default)]
-pub struct ExportAnswerFileRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-}
-impl x::SchemaType for ExportAnswerFileRequestType {
-    const TYPE_NAME: &'static str = "ExportAnswerFileRequestType";
-}
-impl x::Structure for ExportAnswerFileRequestType {}
-impl std::fmt::Debug for ExportAnswerFileRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ExportAnswerFileRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for ExportAnswerFileRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "host" => r.read(&mut self.host),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("host", &self.host);
-    }
-}
-impl x::Request for ExportAnswerFileRequestType {
-    const NAME: &'static str = "ExportAnswerFile_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `ExportProfileRequestType`.
-#[derive(Clone, Default)]
-pub struct ExportProfileRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for ExportProfileRequestType {
-    const TYPE_NAME: &'static str = "ExportProfileRequestType";
-}
-impl x::Structure for ExportProfileRequestType {}
-impl std::fmt::Debug for ExportProfileRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ExportProfileRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for ExportProfileRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for ExportProfileRequestType {
-    const NAME: &'static str = "ExportProfile";
-    const IDEMPOTENT: bool = false;
-    type Response = String;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `ExportSnapshotRequestType`.
-#[derive(Clone, Default)]
-pub struct ExportSnapshotRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for ExportSnapshotRequestType {
-    const TYPE_NAME: &'static str = "ExportSnapshotRequestType";
-}
-impl x::Structure for ExportSnapshotRequestType {}
-impl std::fmt::Debug for ExportSnapshotRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ExportSnapshotRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for ExportSnapshotRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for ExportSnapshotRequestType {
-    const NAME: &'static str = "ExportSnapshot";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `ExportVAppRequestType`.
-#[derive(Clone, Default)]
-pub struct ExportVAppRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for ExportVAppRequestType {
-    const TYPE_NAME: &'static str = "ExportVAppRequestType";
-}
-impl x::Structure for ExportVAppRequestType {}
-impl std::fmt::Debug for ExportVAppRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ExportVAppRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for ExportVAppRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for ExportVAppRequestType {
-    const NAME: &'static str = "ExportVApp";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `ExportVmRequestType`.
-#[derive(Clone, Default)]
-pub struct ExportVmRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for ExportVmRequestType {
-    const TYPE_NAME: &'static str = "ExportVmRequestType";
-}
-impl x::Structure for ExportVmRequestType {}
-impl std::fmt::Debug for ExportVmRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ExportVmRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for ExportVmRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for ExportVmRequestType {
-    const NAME: &'static str = "ExportVm";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `ExtendDiskRequestType`.
-#[derive(Clone, Default)]
-pub struct ExtendDiskRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `id`.
-    pub id: ID,
-    /// `datastore`.
-    pub datastore: x::ManagedObjectReference,
-    /// `newCapacityInMB`.
-    pub new_capacity_in_mb: i64,
-}
-impl x::SchemaType for ExtendDiskRequestType {
-    const TYPE_NAME: &'static str = "ExtendDiskRequestType";
-}
-impl x::Structure for ExtendDiskRequestType {}
-impl std::fmt::Debug for ExtendDiskRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ExtendDiskRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for ExtendDiskRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "id" => r.read(&mut self.id),
-            "datastore" => r.read(&mut self.datastore),
-            "newCapacityInMB" => r.read(&mut self.new_capacity_in_mb),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("id", &self.id);
-        w.write("datastore", &self.datastore);
-        w.write("newCapacityInMB", &self.new_capacity_in_mb);
-    }
-}
-impl x::Request for ExtendDiskRequestType {
-    const NAME: &'static str = "ExtendDisk_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `ExtendHCIRequestType`.
+/// `ReconfigurationSatisfiableRequestType`.
 #[derive(Default)]
-pub struct ExtendHCIRequestType {
+pub struct ReconfigurationSatisfiableRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
-    /// `hostInputs`.
-    pub host_inputs: Vec<ClusterComputeResourceHostConfigurationInput>,
-    /// `vSanConfigSpec`.
-    pub vsan_config_spec: Option<SDDCBase>,
+    /// `pcbs`.
+    pub pcbs: Vec<VsanPolicyChangeBatch>,
+    /// `ignoreSatisfiability`.
+    pub ignore_satisfiability: Option<bool>,
 }
-impl x::SchemaType for ExtendHCIRequestType {
-    const TYPE_NAME: &'static str = "ExtendHCIRequestType";
+impl x::SchemaType for ReconfigurationSatisfiableRequestType {
+    const TYPE_NAME: &'static str = "ReconfigurationSatisfiableRequestType";
 }
-impl x::Structure for ExtendHCIRequestType {}
-impl std::fmt::Debug for ExtendHCIRequestType {
+impl x::Structure for ReconfigurationSatisfiableRequestType {}
+impl std::fmt::Debug for ReconfigurationSatisfiableRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ReconfigurationSatisfiableRequestType", x::fields_ref(self))
     }
 }
-impl PartialEq for ExtendHCIRequestType {
+impl PartialEq for ReconfigurationSatisfiableRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl Clone for ExtendHCIRequestType {
+impl Clone for ReconfigurationSatisfiableRequestType {
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
-            host_inputs: x::clone_vec(&self.host_inputs),
-            vsan_config_spec: self.vsan_config_spec.clone(),
+            pcbs: x::clone_vec(&self.pcbs),
+            ignore_satisfiability: self.ignore_satisfiability,
         }
     }
 }
-impl x::Fields for ExtendHCIRequestType {
+impl x::Fields for ReconfigurationSatisfiableRequestType {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1089,8 +499,8 @@ impl x::Fields for ExtendHCIRequestType {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "_this" => r.read(&mut self.this),
-            "hostInputs" => r.read_push(&mut self.host_inputs),
-            "vSanConfigSpec" => r.read_opt(&mut self.vsan_config_spec),
+            "pcbs" => r.read_push(&mut self.pcbs),
+            "ignoreSatisfiability" => r.read_opt(&mut self.ignore_satisfiability),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -1098,50 +508,46 @@ impl x::Fields for ExtendHCIRequestType {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
-        w.write_vec("hostInputs", &self.host_inputs);
-        w.write_opt("vSanConfigSpec", &self.vsan_config_spec);
+        w.write_vec("pcbs", &self.pcbs);
+        w.write_opt("ignoreSatisfiability", &self.ignore_satisfiability);
     }
 }
-impl x::Request for ExtendHCIRequestType {
-    const NAME: &'static str = "ExtendHCI_Task";
+impl x::Request for ReconfigurationSatisfiableRequestType {
+    const NAME: &'static str = "ReconfigurationSatisfiable";
     const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
+    type Response = Vec<VsanPolicySatisfiability>;
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
+        r.read_returnval_vec()
     }
 }
-/// `ExtendVffsRequestType`.
+/// `ReconfigureAlarmRequestType`.
 #[derive(Clone, Default)]
-pub struct ExtendVffsRequestType {
+pub struct ReconfigureAlarmRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
-    /// `vffsPath`.
-    pub vffs_path: String,
-    /// `devicePath`.
-    pub device_path: String,
     /// `spec`.
-    pub spec: Option<HostDiskPartitionSpec>,
+    pub spec: AnyAlarmSpec,
 }
-impl x::SchemaType for ExtendVffsRequestType {
-    const TYPE_NAME: &'static str = "ExtendVffsRequestType";
+impl x::SchemaType for ReconfigureAlarmRequestType {
+    const TYPE_NAME: &'static str = "ReconfigureAlarmRequestType";
 }
-impl x::Structure for ExtendVffsRequestType {}
-impl std::fmt::Debug for ExtendVffsRequestType {
+impl x::Structure for ReconfigureAlarmRequestType {}
+impl std::fmt::Debug for ReconfigureAlarmRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ReconfigureAlarmRequestType", x::fields_ref(self))
     }
 }
-impl PartialEq for ExtendVffsRequestType {
+impl PartialEq for ReconfigureAlarmRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for ExtendVffsRequestType {
+impl x::Fields for ReconfigureAlarmRequestType {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -1149,133 +555,6 @@ impl x::Fields for ExtendVffsRequestType {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "_this" => r.read(&mut self.this),
-            "vffsPath" => r.read(&mut self.vffs_path),
-            "devicePath" => r.read(&mut self.device_path),
-            "spec" => r.read_opt(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("vffsPath", &self.vffs_path);
-        w.write("devicePath", &self.device_path);
-        w.write_opt("spec", &self.spec);
-    }
-}
-impl x::Request for ExtendVffsRequestType {
-    const NAME: &'static str = "ExtendVffs";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `ExtendVirtualDiskRequestType`.
-#[derive(Clone, Default)]
-pub struct ExtendVirtualDiskRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `name`.
-    pub name: String,
-    /// `datacenter`.
-    pub datacenter: Option<x::ManagedObjectReference>,
-    /// `newCapacityKb`.
-    pub new_capacity_kb: i64,
-    /// `eagerZero`.
-    pub eager_zero: Option<bool>,
-}
-impl x::SchemaType for ExtendVirtualDiskRequestType {
-    const TYPE_NAME: &'static str = "ExtendVirtualDiskRequestType";
-}
-impl x::Structure for ExtendVirtualDiskRequestType {}
-impl std::fmt::Debug for ExtendVirtualDiskRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ExtendVirtualDiskRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for ExtendVirtualDiskRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "name" => r.read(&mut self.name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "newCapacityKb" => r.read(&mut self.new_capacity_kb),
-            "eagerZero" => r.read_opt(&mut self.eager_zero),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("name", &self.name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write("newCapacityKb", &self.new_capacity_kb);
-        w.write_opt("eagerZero", &self.eager_zero);
-    }
-}
-impl x::Request for ExtendVirtualDiskRequestType {
-    const NAME: &'static str = "ExtendVirtualDisk_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `ExtendVmfsDatastoreRequestType`.
-#[derive(Clone, Default)]
-pub struct ExtendVmfsDatastoreRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `datastore`.
-    pub datastore: x::ManagedObjectReference,
-    /// `spec`.
-    pub spec: VmfsDatastoreExtendSpec,
-}
-impl x::SchemaType for ExtendVmfsDatastoreRequestType {
-    const TYPE_NAME: &'static str = "ExtendVmfsDatastoreRequestType";
-}
-impl x::Structure for ExtendVmfsDatastoreRequestType {}
-impl std::fmt::Debug for ExtendVmfsDatastoreRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ExtendVmfsDatastoreRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for ExtendVmfsDatastoreRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "datastore" => r.read(&mut self.datastore),
             "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
         };
@@ -1284,12 +563,123 @@ impl x::Fields for ExtendVmfsDatastoreRequestType {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
-        w.write("datastore", &self.datastore);
         w.write("spec", &self.spec);
     }
 }
-impl x::Request for ExtendVmfsDatastoreRequestType {
-    const NAME: &'static str = "ExtendVmfsDatastore";
+impl x::Request for ReconfigureAlarmRequestType {
+    const NAME: &'static str = "ReconfigureAlarm";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `ReconfigureAutostartRequestType`.
+#[derive(Clone, Default)]
+pub struct ReconfigureAutostartRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `spec`.
+    pub spec: HostAutoStartManagerConfig,
+}
+impl x::SchemaType for ReconfigureAutostartRequestType {
+    const TYPE_NAME: &'static str = "ReconfigureAutostartRequestType";
+}
+impl x::Structure for ReconfigureAutostartRequestType {}
+impl std::fmt::Debug for ReconfigureAutostartRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ReconfigureAutostartRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ReconfigureAutostartRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for ReconfigureAutostartRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("spec", &self.spec);
+    }
+}
+impl x::Request for ReconfigureAutostartRequestType {
+    const NAME: &'static str = "ReconfigureAutostart";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `ReconfigureClusterRequestType`.
+#[derive(Clone, Default)]
+pub struct ReconfigureClusterRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `spec`.
+    pub spec: ClusterConfigSpec,
+    /// `modify`.
+    pub modify: bool,
+}
+impl x::SchemaType for ReconfigureClusterRequestType {
+    const TYPE_NAME: &'static str = "ReconfigureClusterRequestType";
+}
+impl x::Structure for ReconfigureClusterRequestType {}
+impl std::fmt::Debug for ReconfigureClusterRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ReconfigureClusterRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ReconfigureClusterRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for ReconfigureClusterRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
+            "modify" => r.read(&mut self.modify),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("spec", &self.spec);
+        w.write("modify", &self.modify);
+    }
+}
+impl x::Request for ReconfigureClusterRequestType {
+    const NAME: &'static str = "ReconfigureCluster_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
     fn this(&self) -> &x::ManagedObjectReference {
@@ -1299,5 +689,623 @@ impl x::Request for ExtendVmfsDatastoreRequestType {
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
+    }
+}
+/// `ReconfigureComputeResourceRequestType`.
+#[derive(Clone, Default)]
+pub struct ReconfigureComputeResourceRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `spec`.
+    pub spec: AnyComputeResourceConfigSpec,
+    /// `modify`.
+    pub modify: bool,
+}
+impl x::SchemaType for ReconfigureComputeResourceRequestType {
+    const TYPE_NAME: &'static str = "ReconfigureComputeResourceRequestType";
+}
+impl x::Structure for ReconfigureComputeResourceRequestType {}
+impl std::fmt::Debug for ReconfigureComputeResourceRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ReconfigureComputeResourceRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ReconfigureComputeResourceRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for ReconfigureComputeResourceRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
+            "modify" => r.read(&mut self.modify),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("spec", &self.spec);
+        w.write("modify", &self.modify);
+    }
+}
+impl x::Request for ReconfigureComputeResourceRequestType {
+    const NAME: &'static str = "ReconfigureComputeResource_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `ReconfigureDVPortRequestType`.
+#[derive(Default)]
+pub struct ReconfigureDVPortRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `port`.
+    pub port: Vec<DVPortConfigSpec>,
+}
+impl x::SchemaType for ReconfigureDVPortRequestType {
+    const TYPE_NAME: &'static str = "ReconfigureDVPortRequestType";
+}
+impl x::Structure for ReconfigureDVPortRequestType {}
+impl std::fmt::Debug for ReconfigureDVPortRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ReconfigureDVPortRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ReconfigureDVPortRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for ReconfigureDVPortRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            port: x::clone_vec(&self.port),
+        }
+    }
+}
+impl x::Fields for ReconfigureDVPortRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "port" => r.read_push(&mut self.port),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write_vec("port", &self.port);
+    }
+}
+impl x::Request for ReconfigureDVPortRequestType {
+    const NAME: &'static str = "ReconfigureDVPort_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `ReconfigureDVPortgroupRequestType`.
+#[derive(Clone, Default)]
+pub struct ReconfigureDVPortgroupRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `spec`.
+    pub spec: DVPortgroupConfigSpec,
+}
+impl x::SchemaType for ReconfigureDVPortgroupRequestType {
+    const TYPE_NAME: &'static str = "ReconfigureDVPortgroupRequestType";
+}
+impl x::Structure for ReconfigureDVPortgroupRequestType {}
+impl std::fmt::Debug for ReconfigureDVPortgroupRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ReconfigureDVPortgroupRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ReconfigureDVPortgroupRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for ReconfigureDVPortgroupRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("spec", &self.spec);
+    }
+}
+impl x::Request for ReconfigureDVPortgroupRequestType {
+    const NAME: &'static str = "ReconfigureDVPortgroup_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `ReconfigureDatacenterRequestType`.
+#[derive(Clone, Default)]
+pub struct ReconfigureDatacenterRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `spec`.
+    pub spec: DatacenterConfigSpec,
+    /// `modify`.
+    pub modify: bool,
+}
+impl x::SchemaType for ReconfigureDatacenterRequestType {
+    const TYPE_NAME: &'static str = "ReconfigureDatacenterRequestType";
+}
+impl x::Structure for ReconfigureDatacenterRequestType {}
+impl std::fmt::Debug for ReconfigureDatacenterRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ReconfigureDatacenterRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ReconfigureDatacenterRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for ReconfigureDatacenterRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
+            "modify" => r.read(&mut self.modify),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("spec", &self.spec);
+        w.write("modify", &self.modify);
+    }
+}
+impl x::Request for ReconfigureDatacenterRequestType {
+    const NAME: &'static str = "ReconfigureDatacenter_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `ReconfigureDomObjectRequestType`.
+#[derive(Clone, Default)]
+pub struct ReconfigureDomObjectRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `uuid`.
+    pub uuid: String,
+    /// `policy`.
+    pub policy: String,
+}
+impl x::SchemaType for ReconfigureDomObjectRequestType {
+    const TYPE_NAME: &'static str = "ReconfigureDomObjectRequestType";
+}
+impl x::Structure for ReconfigureDomObjectRequestType {}
+impl std::fmt::Debug for ReconfigureDomObjectRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ReconfigureDomObjectRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ReconfigureDomObjectRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for ReconfigureDomObjectRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "uuid" => r.read(&mut self.uuid),
+            "policy" => r.read(&mut self.policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("uuid", &self.uuid);
+        w.write("policy", &self.policy);
+    }
+}
+impl x::Request for ReconfigureDomObjectRequestType {
+    const NAME: &'static str = "ReconfigureDomObject";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `ReconfigureDvsRequestType`.
+#[derive(Clone, Default)]
+pub struct ReconfigureDvsRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `spec`.
+    pub spec: AnyDVSConfigSpec,
+}
+impl x::SchemaType for ReconfigureDvsRequestType {
+    const TYPE_NAME: &'static str = "ReconfigureDvsRequestType";
+}
+impl x::Structure for ReconfigureDvsRequestType {}
+impl std::fmt::Debug for ReconfigureDvsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ReconfigureDvsRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ReconfigureDvsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for ReconfigureDvsRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("spec", &self.spec);
+    }
+}
+impl x::Request for ReconfigureDvsRequestType {
+    const NAME: &'static str = "ReconfigureDvs_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `ReconfigureHostForDASRequestType`.
+#[derive(Clone, Default)]
+pub struct ReconfigureHostForDASRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for ReconfigureHostForDASRequestType {
+    const TYPE_NAME: &'static str = "ReconfigureHostForDASRequestType";
+}
+impl x::Structure for ReconfigureHostForDASRequestType {}
+impl std::fmt::Debug for ReconfigureHostForDASRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ReconfigureHostForDASRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ReconfigureHostForDASRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for ReconfigureHostForDASRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for ReconfigureHostForDASRequestType {
+    const NAME: &'static str = "ReconfigureHostForDAS_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `ReconfigureScheduledTaskRequestType`.
+#[derive(Clone, Default)]
+pub struct ReconfigureScheduledTaskRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `spec`.
+    pub spec: AnyScheduledTaskSpec,
+}
+impl x::SchemaType for ReconfigureScheduledTaskRequestType {
+    const TYPE_NAME: &'static str = "ReconfigureScheduledTaskRequestType";
+}
+impl x::Structure for ReconfigureScheduledTaskRequestType {}
+impl std::fmt::Debug for ReconfigureScheduledTaskRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ReconfigureScheduledTaskRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ReconfigureScheduledTaskRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for ReconfigureScheduledTaskRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("spec", &self.spec);
+    }
+}
+impl x::Request for ReconfigureScheduledTaskRequestType {
+    const NAME: &'static str = "ReconfigureScheduledTask";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `ReconfigureServiceConsoleReservationRequestType`.
+#[derive(Clone, Default)]
+pub struct ReconfigureServiceConsoleReservationRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `cfgBytes`.
+    pub cfg_bytes: i64,
+}
+impl x::SchemaType for ReconfigureServiceConsoleReservationRequestType {
+    const TYPE_NAME: &'static str = "ReconfigureServiceConsoleReservationRequestType";
+}
+impl x::Structure for ReconfigureServiceConsoleReservationRequestType {}
+impl std::fmt::Debug for ReconfigureServiceConsoleReservationRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "ReconfigureServiceConsoleReservationRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for ReconfigureServiceConsoleReservationRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for ReconfigureServiceConsoleReservationRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "cfgBytes" => r.read(&mut self.cfg_bytes),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("cfgBytes", &self.cfg_bytes);
+    }
+}
+impl x::Request for ReconfigureServiceConsoleReservationRequestType {
+    const NAME: &'static str = "ReconfigureServiceConsoleReservation";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `ReconfigureSnmpAgentRequestType`.
+#[derive(Clone, Default)]
+pub struct ReconfigureSnmpAgentRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `spec`.
+    pub spec: HostSnmpConfigSpec,
+}
+impl x::SchemaType for ReconfigureSnmpAgentRequestType {
+    const TYPE_NAME: &'static str = "ReconfigureSnmpAgentRequestType";
+}
+impl x::Structure for ReconfigureSnmpAgentRequestType {}
+impl std::fmt::Debug for ReconfigureSnmpAgentRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ReconfigureSnmpAgentRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ReconfigureSnmpAgentRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for ReconfigureSnmpAgentRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("spec", &self.spec);
+    }
+}
+impl x::Request for ReconfigureSnmpAgentRequestType {
+    const NAME: &'static str = "ReconfigureSnmpAgent";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `ReconfigureVirtualMachineReservationRequestType`.
+#[derive(Clone, Default)]
+pub struct ReconfigureVirtualMachineReservationRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `spec`.
+    pub spec: VirtualMachineMemoryReservationSpec,
+}
+impl x::SchemaType for ReconfigureVirtualMachineReservationRequestType {
+    const TYPE_NAME: &'static str = "ReconfigureVirtualMachineReservationRequestType";
+}
+impl x::Structure for ReconfigureVirtualMachineReservationRequestType {}
+impl std::fmt::Debug for ReconfigureVirtualMachineReservationRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "ReconfigureVirtualMachineReservationRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for ReconfigureVirtualMachineReservationRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for ReconfigureVirtualMachineReservationRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("spec", &self.spec);
+    }
+}
+impl x::Request for ReconfigureVirtualMachineReservationRequestType {
+    const NAME: &'static str = "ReconfigureVirtualMachineReservation";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
     }
 }

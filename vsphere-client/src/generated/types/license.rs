@@ -5,1188 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `IsoImageFileInfo` (extends `FileInfo`).
-///
-/// The fields of `FileInfo` are in `file_info`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct IsoImageFileInfo {
-    /// The fields `IsoImageFileInfo` inherits from `FileInfo`.
-    pub file_info: FileInfo,
-}
-impl x::SchemaType for IsoImageFileInfo {
-    const TYPE_NAME: &'static str = "IsoImageFileInfo";
-}
-impl x::Structure for IsoImageFileInfo {}
-impl std::fmt::Debug for IsoImageFileInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for IsoImageFileInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl std::ops::Deref for IsoImageFileInfo {
-    type Target = FileInfo;
-    #[inline]
-    fn deref(&self) -> &FileInfo {
-        &self.file_info
-    }
-}
-impl std::ops::DerefMut for IsoImageFileInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut FileInfo {
-        &mut self.file_info
-    }
-}
-impl x::Fields for IsoImageFileInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.file_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.file_info, w);
-    }
-}
-/// `IsoImageFileQuery` (extends `FileQuery`).
-#[derive(Clone, Default)]
-pub struct IsoImageFileQuery {}
-impl x::SchemaType for IsoImageFileQuery {
-    const TYPE_NAME: &'static str = "IsoImageFileQuery";
-}
-impl x::Structure for IsoImageFileQuery {}
-impl std::fmt::Debug for IsoImageFileQuery {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for IsoImageFileQuery {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for IsoImageFileQuery {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `KernelModuleInfo` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct KernelModuleInfo {
-    /// `id`.
-    pub id: i32,
-    /// `name`.
-    pub name: String,
-    /// `version`.
-    pub version: String,
-    /// `filename`.
-    pub filename: String,
-    /// `optionString`.
-    pub option_string: String,
-    /// `loaded`.
-    pub loaded: bool,
-    /// `enabled`.
-    pub enabled: bool,
-    /// `useCount`.
-    pub use_count: i32,
-    /// `readOnlySection`.
-    pub read_only_section: KernelModuleSectionInfo,
-    /// `writableSection`.
-    pub writable_section: KernelModuleSectionInfo,
-    /// `textSection`.
-    pub text_section: KernelModuleSectionInfo,
-    /// `dataSection`.
-    pub data_section: KernelModuleSectionInfo,
-    /// `bssSection`.
-    pub bss_section: KernelModuleSectionInfo,
-}
-impl x::SchemaType for KernelModuleInfo {
-    const TYPE_NAME: &'static str = "KernelModuleInfo";
-}
-impl x::Structure for KernelModuleInfo {}
-impl std::fmt::Debug for KernelModuleInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for KernelModuleInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for KernelModuleInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "name" => r.read(&mut self.name),
-            "version" => r.read(&mut self.version),
-            "filename" => r.read(&mut self.filename),
-            "optionString" => r.read(&mut self.option_string),
-            "loaded" => r.read(&mut self.loaded),
-            "enabled" => r.read(&mut self.enabled),
-            "useCount" => r.read(&mut self.use_count),
-            "readOnlySection" => r.read(&mut self.read_only_section),
-            "writableSection" => r.read(&mut self.writable_section),
-            "textSection" => r.read(&mut self.text_section),
-            "dataSection" => r.read(&mut self.data_section),
-            "bssSection" => r.read(&mut self.bss_section),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("name", &self.name);
-        w.write("version", &self.version);
-        w.write("filename", &self.filename);
-        w.write("optionString", &self.option_string);
-        w.write("loaded", &self.loaded);
-        w.write("enabled", &self.enabled);
-        w.write("useCount", &self.use_count);
-        w.write("readOnlySection", &self.read_only_section);
-        w.write("writableSection", &self.writable_section);
-        w.write("textSection", &self.text_section);
-        w.write("dataSection", &self.data_section);
-        w.write("bssSection", &self.bss_section);
-    }
-}
-impl x::ArrayItem for KernelModuleInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfKernelModuleInfo";
-    const ITEM_TAG: &'static str = "KernelModuleInfo";
-}
-/// `KernelModuleSectionInfo` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct KernelModuleSectionInfo {
-    /// `address`.
-    pub address: i64,
-    /// `length`.
-    pub length: Option<i32>,
-}
-impl x::SchemaType for KernelModuleSectionInfo {
-    const TYPE_NAME: &'static str = "KernelModuleSectionInfo";
-}
-impl x::Structure for KernelModuleSectionInfo {}
-impl std::fmt::Debug for KernelModuleSectionInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for KernelModuleSectionInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for KernelModuleSectionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "address" => r.read(&mut self.address),
-            "length" => r.read_opt(&mut self.length),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("address", &self.address);
-        w.write_opt("length", &self.length);
-    }
-}
-/// `KeyAnyValue` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct KeyAnyValue {
-    /// `key`.
-    pub key: String,
-    /// `value`.
-    pub value: x::Value,
-}
-impl x::SchemaType for KeyAnyValue {
-    const TYPE_NAME: &'static str = "KeyAnyValue";
-}
-impl x::Structure for KeyAnyValue {}
-impl std::fmt::Debug for KeyAnyValue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for KeyAnyValue {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for KeyAnyValue {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("value", &self.value);
-    }
-}
-impl x::ArrayItem for KeyAnyValue {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfKeyAnyValue";
-    const ITEM_TAG: &'static str = "KeyAnyValue";
-}
-#[cfg(feature = "all-faults")]
-/// `KeyNotFound` (extends `VimFault`).
-///
-/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct KeyNotFound {
-    /// The fields `KeyNotFound` inherits from `VimFault`.
-    pub vim_fault: VimFault,
-    /// `key`.
-    pub key: String,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for KeyNotFound {
-    const TYPE_NAME: &'static str = "KeyNotFound";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for KeyNotFound {}
-#[cfg(feature = "all-faults")]
-impl std::fmt::Debug for KeyNotFound {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-faults")]
-impl PartialEq for KeyNotFound {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for KeyNotFound {
-    type Target = VimFault;
-    #[inline]
-    fn deref(&self) -> &VimFault {
-        &self.vim_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for KeyNotFound {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VimFault {
-        &mut self.vim_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for KeyNotFound {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vim_fault, w);
-        w.write("key", &self.key);
-    }
-}
-/// `KeyProviderId` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct KeyProviderId {
-    /// `id`.
-    pub id: String,
-}
-impl x::SchemaType for KeyProviderId {
-    const TYPE_NAME: &'static str = "KeyProviderId";
-}
-impl x::Structure for KeyProviderId {}
-impl std::fmt::Debug for KeyProviderId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for KeyProviderId {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for KeyProviderId {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-    }
-}
-/// `KeyValue` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct KeyValue {
-    /// `key`.
-    pub key: String,
-    /// `value`.
-    pub value: String,
-}
-impl x::SchemaType for KeyValue {
-    const TYPE_NAME: &'static str = "KeyValue";
-}
-impl x::Structure for KeyValue {}
-impl std::fmt::Debug for KeyValue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for KeyValue {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for KeyValue {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("value", &self.value);
-    }
-}
-impl x::ArrayItem for KeyValue {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfKeyValue";
-    const ITEM_TAG: &'static str = "KeyValue";
-}
-/// `KmipClusterInfo` (extends `DynamicData`).
-#[derive(Default)]
-pub struct KmipClusterInfo {
-    /// `clusterId`.
-    pub cluster_id: KeyProviderId,
-    /// `servers`.
-    pub servers: Vec<KmipServerInfo>,
-    /// `useAsDefault`.
-    pub use_as_default: bool,
-    /// `managementType`.
-    pub management_type: Option<String>,
-    /// `useAsEntityDefault`.
-    pub use_as_entity_default: Vec<x::ManagedObjectReference>,
-    /// `hasBackup`.
-    pub has_backup: Option<bool>,
-    /// `tpmRequired`.
-    pub tpm_required: Option<bool>,
-    /// `keyId`.
-    pub key_id: Option<String>,
-    /// `defaultKeyType`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub default_key_type: Option<String>,
-    /// `keyInfo`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub key_info: Option<AnyKmipClusterInfoKeyInfo>,
-}
-impl x::SchemaType for KmipClusterInfo {
-    const TYPE_NAME: &'static str = "KmipClusterInfo";
-}
-impl x::Structure for KmipClusterInfo {}
-impl std::fmt::Debug for KmipClusterInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for KmipClusterInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for KmipClusterInfo {
-    fn clone(&self) -> Self {
-        Self {
-            cluster_id: self.cluster_id.clone(),
-            servers: x::clone_vec(&self.servers),
-            use_as_default: self.use_as_default,
-            management_type: self.management_type.clone(),
-            use_as_entity_default: x::clone_vec(&self.use_as_entity_default),
-            has_backup: self.has_backup,
-            tpm_required: self.tpm_required,
-            key_id: self.key_id.clone(),
-            default_key_type: self.default_key_type.clone(),
-            key_info: self.key_info.clone(),
-        }
-    }
-}
-impl x::Fields for KmipClusterInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "clusterId" => r.read(&mut self.cluster_id),
-            "servers" => r.read_push(&mut self.servers),
-            "useAsDefault" => r.read(&mut self.use_as_default),
-            "managementType" => r.read_opt(&mut self.management_type),
-            "useAsEntityDefault" => r.read_push(&mut self.use_as_entity_default),
-            "hasBackup" => r.read_opt(&mut self.has_backup),
-            "tpmRequired" => r.read_opt(&mut self.tpm_required),
-            "keyId" => r.read_opt(&mut self.key_id),
-            "defaultKeyType" => r.read_opt(&mut self.default_key_type),
-            "keyInfo" => r.read_opt(&mut self.key_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("clusterId", &self.cluster_id);
-        w.write_vec("servers", &self.servers);
-        w.write("useAsDefault", &self.use_as_default);
-        w.write_opt("managementType", &self.management_type);
-        w.write_vec("useAsEntityDefault", &self.use_as_entity_default);
-        w.write_opt("hasBackup", &self.has_backup);
-        w.write_opt("tpmRequired", &self.tpm_required);
-        w.write_opt("keyId", &self.key_id);
-        if w
-            .since(
-                0x0900_0000,
-                "KmipClusterInfo.defaultKeyType",
-                self.default_key_type.is_some(),
-            )
-        {
-            w.write_opt("defaultKeyType", &self.default_key_type);
-        }
-        if w.since(0x0900_0000, "KmipClusterInfo.keyInfo", self.key_info.is_some()) {
-            w.write_opt("keyInfo", &self.key_info);
-        }
-    }
-}
-impl x::ArrayItem for KmipClusterInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfKmipClusterInfo";
-    const ITEM_TAG: &'static str = "KmipClusterInfo";
-}
-/// `KmipClusterInfoKeyInfo` (extends `DynamicData`).
-///
-/// Since vSphere API 9.0.0.0.
-///
-/// Fields of this type hold [`AnyKmipClusterInfoKeyInfo`], which also carries its subtypes.
-#[derive(Clone, Default)]
-pub struct KmipClusterInfoKeyInfo {}
-impl x::SchemaType for KmipClusterInfoKeyInfo {
-    const TYPE_NAME: &'static str = "KmipClusterInfoKeyInfo";
-}
-impl x::Structure for KmipClusterInfoKeyInfo {}
-impl std::fmt::Debug for KmipClusterInfoKeyInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for KmipClusterInfoKeyInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for KmipClusterInfoKeyInfo {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0900_0000, "type KmipClusterInfoKeyInfo", true);
-    }
-}
-/// `KmipClusterInfoWrappingKeyIdKeyInfo` (extends `KmipClusterInfoKeyInfo`).
-///
-/// Since vSphere API 9.0.0.0.
-#[derive(Clone, Default)]
-pub struct KmipClusterInfoWrappingKeyIdKeyInfo {
-    /// `keyId`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub key_id: String,
-    /// `configuredTime`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub configured_time: x::DateTime,
-}
-impl x::SchemaType for KmipClusterInfoWrappingKeyIdKeyInfo {
-    const TYPE_NAME: &'static str = "KmipClusterInfoWrappingKeyIdKeyInfo";
-}
-impl x::Structure for KmipClusterInfoWrappingKeyIdKeyInfo {}
-impl std::fmt::Debug for KmipClusterInfoWrappingKeyIdKeyInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for KmipClusterInfoWrappingKeyIdKeyInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for KmipClusterInfoWrappingKeyIdKeyInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "keyId" => r.read(&mut self.key_id),
-            "configuredTime" => r.read(&mut self.configured_time),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0900_0000, "type KmipClusterInfoWrappingKeyIdKeyInfo", true);
-        w.write("keyId", &self.key_id);
-        w.write("configuredTime", &self.configured_time);
-    }
-}
-/// `KmipClusterInfoWrappingRotationIntervalKeyInfo` (extends `KmipClusterInfoKeyInfo`).
-///
-/// Since vSphere API 9.0.0.0.
-#[derive(Clone, Default)]
-pub struct KmipClusterInfoWrappingRotationIntervalKeyInfo {
-    /// `keyId`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub key_id: Option<String>,
-    /// `rotationInterval`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub rotation_interval: Option<i32>,
-    /// `lastRotation`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub last_rotation: Option<x::DateTime>,
-}
-impl x::SchemaType for KmipClusterInfoWrappingRotationIntervalKeyInfo {
-    const TYPE_NAME: &'static str = "KmipClusterInfoWrappingRotationIntervalKeyInfo";
-}
-impl x::Structure for KmipClusterInfoWrappingRotationIntervalKeyInfo {}
-impl std::fmt::Debug for KmipClusterInfoWrappingRotationIntervalKeyInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for KmipClusterInfoWrappingRotationIntervalKeyInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for KmipClusterInfoWrappingRotationIntervalKeyInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "keyId" => r.read_opt(&mut self.key_id),
-            "rotationInterval" => r.read_opt(&mut self.rotation_interval),
-            "lastRotation" => r.read_opt(&mut self.last_rotation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(
-            0x0900_0000,
-            "type KmipClusterInfoWrappingRotationIntervalKeyInfo",
-            true,
-        );
-        w.write_opt("keyId", &self.key_id);
-        w.write_opt("rotationInterval", &self.rotation_interval);
-        w.write_opt("lastRotation", &self.last_rotation);
-    }
-}
-/// `KmipServerInfo` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct KmipServerInfo {
-    /// `name`.
-    pub name: String,
-    /// `address`.
-    pub address: String,
-    /// `port`.
-    pub port: i32,
-    /// `proxyAddress`.
-    pub proxy_address: Option<String>,
-    /// `proxyPort`.
-    pub proxy_port: Option<i32>,
-    /// `reconnect`.
-    pub reconnect: Option<i32>,
-    /// `protocol`.
-    pub protocol: Option<String>,
-    /// `nbio`.
-    pub nbio: Option<i32>,
-    /// `timeout`.
-    pub timeout: Option<i32>,
-    /// `userName`.
-    pub user_name: Option<String>,
-}
-impl x::SchemaType for KmipServerInfo {
-    const TYPE_NAME: &'static str = "KmipServerInfo";
-}
-impl x::Structure for KmipServerInfo {}
-impl std::fmt::Debug for KmipServerInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for KmipServerInfo {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for KmipServerInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "address" => r.read(&mut self.address),
-            "port" => r.read(&mut self.port),
-            "proxyAddress" => r.read_opt(&mut self.proxy_address),
-            "proxyPort" => r.read_opt(&mut self.proxy_port),
-            "reconnect" => r.read_opt(&mut self.reconnect),
-            "protocol" => r.read_opt(&mut self.protocol),
-            "nbio" => r.read_opt(&mut self.nbio),
-            "timeout" => r.read_opt(&mut self.timeout),
-            "userName" => r.read_opt(&mut self.user_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("address", &self.address);
-        w.write("port", &self.port);
-        w.write_opt("proxyAddress", &self.proxy_address);
-        w.write_opt("proxyPort", &self.proxy_port);
-        w.write_opt("reconnect", &self.reconnect);
-        w.write_opt("protocol", &self.protocol);
-        w.write_opt("nbio", &self.nbio);
-        w.write_opt("timeout", &self.timeout);
-        w.write_opt("userName", &self.user_name);
-    }
-}
-impl x::ArrayItem for KmipServerInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfKmipServerInfo";
-    const ITEM_TAG: &'static str = "KmipServerInfo";
-}
-/// `KmipServerSpec` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct KmipServerSpec {
-    /// `clusterId`.
-    pub cluster_id: KeyProviderId,
-    /// `info`.
-    pub info: KmipServerInfo,
-    /// `password`.
-    pub password: Option<String>,
-    /// `defaultKeyType`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub default_key_type: Option<String>,
-    /// `keySpec`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub key_spec: Option<AnyKmipServerSpecKeySpec>,
-}
-impl x::SchemaType for KmipServerSpec {
-    const TYPE_NAME: &'static str = "KmipServerSpec";
-}
-impl x::Structure for KmipServerSpec {}
-impl std::fmt::Debug for KmipServerSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for KmipServerSpec {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for KmipServerSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "clusterId" => r.read(&mut self.cluster_id),
-            "info" => r.read(&mut self.info),
-            "password" => r.read_opt(&mut self.password),
-            "defaultKeyType" => r.read_opt(&mut self.default_key_type),
-            "keySpec" => r.read_opt(&mut self.key_spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("clusterId", &self.cluster_id);
-        w.write("info", &self.info);
-        w.write_opt_secret("password", &self.password);
-        if w
-            .since(
-                0x0900_0000,
-                "KmipServerSpec.defaultKeyType",
-                self.default_key_type.is_some(),
-            )
-        {
-            w.write_opt("defaultKeyType", &self.default_key_type);
-        }
-        if w.since(0x0900_0000, "KmipServerSpec.keySpec", self.key_spec.is_some()) {
-            w.write_opt("keySpec", &self.key_spec);
-        }
-    }
-}
-/// `KmipServerSpecKeySpec` (extends `DynamicData`).
-///
-/// Since vSphere API 9.0.0.0.
-///
-/// Fields of this type hold [`AnyKmipServerSpecKeySpec`], which also carries its subtypes.
-#[derive(Clone, Default)]
-pub struct KmipServerSpecKeySpec {}
-impl x::SchemaType for KmipServerSpecKeySpec {
-    const TYPE_NAME: &'static str = "KmipServerSpecKeySpec";
-}
-impl x::Structure for KmipServerSpecKeySpec {}
-impl std::fmt::Debug for KmipServerSpecKeySpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for KmipServerSpecKeySpec {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for KmipServerSpecKeySpec {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0900_0000, "type KmipServerSpecKeySpec", true);
-    }
-}
-/// `KmipServerSpecWrappingKeyIdKeySpec` (extends `KmipServerSpecKeySpec`).
-///
-/// Since vSphere API 9.0.0.0.
-#[derive(Clone, Default)]
-pub struct KmipServerSpecWrappingKeyIdKeySpec {
-    /// `keyId`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub key_id: String,
-}
-impl x::SchemaType for KmipServerSpecWrappingKeyIdKeySpec {
-    const TYPE_NAME: &'static str = "KmipServerSpecWrappingKeyIdKeySpec";
-}
-impl x::Structure for KmipServerSpecWrappingKeyIdKeySpec {}
-impl std::fmt::Debug for KmipServerSpecWrappingKeyIdKeySpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for KmipServerSpecWrappingKeyIdKeySpec {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for KmipServerSpecWrappingKeyIdKeySpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "keyId" => r.read(&mut self.key_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0900_0000, "type KmipServerSpecWrappingKeyIdKeySpec", true);
-        w.write("keyId", &self.key_id);
-    }
-}
-/// `KmipServerSpecWrappingRotationIntervalKeySpec` (extends `KmipServerSpecKeySpec`).
-///
-/// Since vSphere API 9.0.0.0.
-#[derive(Clone, Default)]
-pub struct KmipServerSpecWrappingRotationIntervalKeySpec {
-    /// `rotationInterval`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub rotation_interval: Option<i32>,
-}
-impl x::SchemaType for KmipServerSpecWrappingRotationIntervalKeySpec {
-    const TYPE_NAME: &'static str = "KmipServerSpecWrappingRotationIntervalKeySpec";
-}
-impl x::Structure for KmipServerSpecWrappingRotationIntervalKeySpec {}
-impl std::fmt::Debug for KmipServerSpecWrappingRotationIntervalKeySpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for KmipServerSpecWrappingRotationIntervalKeySpec {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for KmipServerSpecWrappingRotationIntervalKeySpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "rotationInterval" => r.read_opt(&mut self.rotation_interval),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0900_0000, "type KmipServerSpecWrappingRotationIntervalKeySpec", true);
-        w.write_opt("rotationInterval", &self.rotation_interval);
-    }
-}
-/// `KmipServerStatus` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct KmipServerStatus {
-    /// `clusterId`.
-    pub cluster_id: KeyProviderId,
-    /// `name`.
-    pub name: String,
-    /// `status`.
-    pub status: ManagedEntityStatus,
-    /// `description`.
-    pub description: String,
-}
-impl x::SchemaType for KmipServerStatus {
-    const TYPE_NAME: &'static str = "KmipServerStatus";
-}
-impl x::Structure for KmipServerStatus {}
-impl std::fmt::Debug for KmipServerStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for KmipServerStatus {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for KmipServerStatus {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "clusterId" => r.read(&mut self.cluster_id),
-            "name" => r.read(&mut self.name),
-            "status" => r.read(&mut self.status),
-            "description" => r.read(&mut self.description),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("clusterId", &self.cluster_id);
-        w.write("name", &self.name);
-        w.write("status", &self.status);
-        w.write("description", &self.description);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `LargeRDMConversionNotSupported` (extends `MigrationFault`).
-///
-/// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct LargeRDMConversionNotSupported {
-    /// The fields `LargeRDMConversionNotSupported` inherits from `MigrationFault`.
-    pub migration_fault: MigrationFault,
-    /// `device`.
-    pub device: String,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for LargeRDMConversionNotSupported {
-    const TYPE_NAME: &'static str = "LargeRDMConversionNotSupported";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for LargeRDMConversionNotSupported {}
-#[cfg(feature = "all-faults")]
-impl std::fmt::Debug for LargeRDMConversionNotSupported {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-faults")]
-impl PartialEq for LargeRDMConversionNotSupported {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for LargeRDMConversionNotSupported {
-    type Target = MigrationFault;
-    #[inline]
-    fn deref(&self) -> &MigrationFault {
-        &self.migration_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for LargeRDMConversionNotSupported {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut MigrationFault {
-        &mut self.migration_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for LargeRDMConversionNotSupported {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "device" => r.read(&mut self.device),
-            _ => return x::Fields::decode_field(&mut self.migration_fault, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.migration_fault, w);
-        w.write("device", &self.device);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `LargeRDMNotSupportedOnDatastore` (extends `VmConfigFault`).
-///
-/// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct LargeRDMNotSupportedOnDatastore {
-    /// The fields `LargeRDMNotSupportedOnDatastore` inherits from `VmConfigFault`.
-    pub vm_config_fault: VmConfigFault,
-    /// `device`.
-    pub device: String,
-    /// `datastore`.
-    pub datastore: x::ManagedObjectReference,
-    /// `datastoreName`.
-    pub datastore_name: String,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for LargeRDMNotSupportedOnDatastore {
-    const TYPE_NAME: &'static str = "LargeRDMNotSupportedOnDatastore";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for LargeRDMNotSupportedOnDatastore {}
-#[cfg(feature = "all-faults")]
-impl std::fmt::Debug for LargeRDMNotSupportedOnDatastore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-faults")]
-impl PartialEq for LargeRDMNotSupportedOnDatastore {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for LargeRDMNotSupportedOnDatastore {
-    type Target = VmConfigFault;
-    #[inline]
-    fn deref(&self) -> &VmConfigFault {
-        &self.vm_config_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for LargeRDMNotSupportedOnDatastore {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmConfigFault {
-        &mut self.vm_config_fault
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for LargeRDMNotSupportedOnDatastore {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "device" => r.read(&mut self.device),
-            "datastore" => r.read(&mut self.datastore),
-            "datastoreName" => r.read(&mut self.datastore_name),
-            _ => return x::Fields::decode_field(&mut self.vm_config_fault, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_config_fault, w);
-        w.write("device", &self.device);
-        w.write("datastore", &self.datastore);
-        w.write("datastoreName", &self.datastore_name);
-    }
-}
-/// `LatencySensitivity` (extends `DynamicData`).
-#[derive(Clone, Default)]
-pub struct LatencySensitivity {
-    /// `level`.
-    pub level: LatencySensitivitySensitivityLevel,
-    /// `sensitivity`.
-    pub sensitivity: Option<i32>,
-}
-impl x::SchemaType for LatencySensitivity {
-    const TYPE_NAME: &'static str = "LatencySensitivity";
-}
-impl x::Structure for LatencySensitivity {}
-impl std::fmt::Debug for LatencySensitivity {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for LatencySensitivity {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for LatencySensitivity {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "level" => r.read(&mut self.level),
-            "sensitivity" => r.read_opt(&mut self.sensitivity),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("level", &self.level);
-        w.write_opt("sensitivity", &self.sensitivity);
-    }
-}
-#[cfg(feature = "all-faults")]
-/// `LegacyNetworkInterfaceInUse` (extends `CannotAccessNetwork`).
-///
-/// The fields of `CannotAccessNetwork` are in `cannot_access_network`, also reachable through `Deref`.
-#[derive(Clone, Default)]
-pub struct LegacyNetworkInterfaceInUse {
-    /// The fields `LegacyNetworkInterfaceInUse` inherits from `CannotAccessNetwork`.
-    pub cannot_access_network: CannotAccessNetwork,
-}
-#[cfg(feature = "all-faults")]
-impl x::SchemaType for LegacyNetworkInterfaceInUse {
-    const TYPE_NAME: &'static str = "LegacyNetworkInterfaceInUse";
-}
-#[cfg(feature = "all-faults")]
-impl x::Structure for LegacyNetworkInterfaceInUse {}
-#[cfg(feature = "all-faults")]
-impl std::fmt::Debug for LegacyNetworkInterfaceInUse {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-#[cfg(feature = "all-faults")]
-impl PartialEq for LegacyNetworkInterfaceInUse {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::Deref for LegacyNetworkInterfaceInUse {
-    type Target = CannotAccessNetwork;
-    #[inline]
-    fn deref(&self) -> &CannotAccessNetwork {
-        &self.cannot_access_network
-    }
-}
-#[cfg(feature = "all-faults")]
-impl std::ops::DerefMut for LegacyNetworkInterfaceInUse {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut CannotAccessNetwork {
-        &mut self.cannot_access_network
-    }
-}
-#[cfg(feature = "all-faults")]
-impl x::Fields for LegacyNetworkInterfaceInUse {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.cannot_access_network, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.cannot_access_network, w);
-    }
-}
 #[cfg(feature = "all-faults")]
 /// `LicenseAssignmentFailed` (extends `RuntimeFault`).
 ///
@@ -1207,13 +25,13 @@ impl x::Structure for LicenseAssignmentFailed {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for LicenseAssignmentFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LicenseAssignmentFailed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for LicenseAssignmentFailed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1270,12 +88,16 @@ impl x::SchemaType for LicenseAssignmentManagerLicenseAssignment {
 impl x::Structure for LicenseAssignmentManagerLicenseAssignment {}
 impl std::fmt::Debug for LicenseAssignmentManagerLicenseAssignment {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "LicenseAssignmentManagerLicenseAssignment",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for LicenseAssignmentManagerLicenseAssignment {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for LicenseAssignmentManagerLicenseAssignment {
@@ -1334,12 +156,12 @@ impl x::SchemaType for LicenseAvailabilityInfo {
 impl x::Structure for LicenseAvailabilityInfo {}
 impl std::fmt::Debug for LicenseAvailabilityInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LicenseAvailabilityInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for LicenseAvailabilityInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LicenseAvailabilityInfo {
@@ -1395,12 +217,12 @@ impl x::SchemaType for LicenseDiagnostics {
 impl x::Structure for LicenseDiagnostics {}
 impl std::fmt::Debug for LicenseDiagnostics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LicenseDiagnostics", x::fields_ref(self))
     }
 }
 impl PartialEq for LicenseDiagnostics {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LicenseDiagnostics {
@@ -1460,13 +282,13 @@ impl x::Structure for LicenseDowngradeDisallowed {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for LicenseDowngradeDisallowed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LicenseDowngradeDisallowed", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for LicenseDowngradeDisallowed {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1538,13 +360,13 @@ impl x::Structure for LicenseEntityNotFound {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for LicenseEntityNotFound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LicenseEntityNotFound", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for LicenseEntityNotFound {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1599,13 +421,13 @@ impl x::Structure for LicenseEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for LicenseEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LicenseEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for LicenseEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1657,13 +479,13 @@ impl x::Structure for LicenseExpired {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for LicenseExpired {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LicenseExpired", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for LicenseExpired {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1720,13 +542,13 @@ impl x::Structure for LicenseExpiredEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for LicenseExpiredEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LicenseExpiredEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for LicenseExpiredEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -1791,12 +613,12 @@ impl x::SchemaType for LicenseFeatureInfo {
 impl x::Structure for LicenseFeatureInfo {}
 impl std::fmt::Debug for LicenseFeatureInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LicenseFeatureInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for LicenseFeatureInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for LicenseFeatureInfo {
@@ -1869,13 +691,13 @@ impl x::Structure for LicenseKeyEntityMismatch {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for LicenseKeyEntityMismatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LicenseKeyEntityMismatch", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for LicenseKeyEntityMismatch {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -1919,12 +741,12 @@ impl x::SchemaType for LicenseManagerEvaluationInfo {
 impl x::Structure for LicenseManagerEvaluationInfo {}
 impl std::fmt::Debug for LicenseManagerEvaluationInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LicenseManagerEvaluationInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for LicenseManagerEvaluationInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for LicenseManagerEvaluationInfo {
@@ -1977,12 +799,12 @@ impl x::SchemaType for LicenseManagerLicenseInfo {
 impl x::Structure for LicenseManagerLicenseInfo {}
 impl std::fmt::Debug for LicenseManagerLicenseInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LicenseManagerLicenseInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for LicenseManagerLicenseInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for LicenseManagerLicenseInfo {
@@ -2054,13 +876,13 @@ impl x::Structure for LicenseNonComplianceEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for LicenseNonComplianceEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LicenseNonComplianceEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for LicenseNonComplianceEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2113,12 +935,12 @@ impl x::SchemaType for LicenseReservationInfo {
 impl x::Structure for LicenseReservationInfo {}
 impl std::fmt::Debug for LicenseReservationInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LicenseReservationInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for LicenseReservationInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LicenseReservationInfo {
@@ -2164,13 +986,13 @@ impl x::Structure for LicenseRestricted {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for LicenseRestricted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LicenseRestricted", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for LicenseRestricted {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2220,13 +1042,13 @@ impl x::Structure for LicenseRestrictedEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for LicenseRestrictedEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LicenseRestrictedEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for LicenseRestrictedEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2278,13 +1100,13 @@ impl x::Structure for LicenseServerAvailableEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for LicenseServerAvailableEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LicenseServerAvailableEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for LicenseServerAvailableEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2333,12 +1155,12 @@ impl x::SchemaType for LicenseServerSource {
 impl x::Structure for LicenseServerSource {}
 impl std::fmt::Debug for LicenseServerSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LicenseServerSource", x::fields_ref(self))
     }
 }
 impl PartialEq for LicenseServerSource {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LicenseServerSource {
@@ -2378,13 +1200,13 @@ impl x::Structure for LicenseServerUnavailable {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for LicenseServerUnavailable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LicenseServerUnavailable", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for LicenseServerUnavailable {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2441,13 +1263,13 @@ impl x::Structure for LicenseServerUnavailableEvent {}
 #[cfg(feature = "all-events")]
 impl std::fmt::Debug for LicenseServerUnavailableEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LicenseServerUnavailableEvent", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-events")]
 impl PartialEq for LicenseServerUnavailableEvent {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-events")]
@@ -2495,12 +1317,12 @@ impl x::SchemaType for LicenseSource {
 impl x::Structure for LicenseSource {}
 impl std::fmt::Debug for LicenseSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LicenseSource", x::fields_ref(self))
     }
 }
 impl PartialEq for LicenseSource {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for LicenseSource {
@@ -2533,13 +1355,13 @@ impl x::Structure for LicenseSourceUnavailable {}
 #[cfg(feature = "all-faults")]
 impl std::fmt::Debug for LicenseSourceUnavailable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LicenseSourceUnavailable", x::fields_ref(self))
     }
 }
 #[cfg(feature = "all-faults")]
 impl PartialEq for LicenseSourceUnavailable {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 #[cfg(feature = "all-faults")]
@@ -2594,12 +1416,12 @@ impl x::SchemaType for LicenseUsageInfo {
 impl x::Structure for LicenseUsageInfo {}
 impl std::fmt::Debug for LicenseUsageInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "LicenseUsageInfo", x::fields_ref(self))
     }
 }
 impl PartialEq for LicenseUsageInfo {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for LicenseUsageInfo {

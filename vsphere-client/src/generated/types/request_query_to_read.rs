@@ -5,6 +5,257 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `QueryUsedVlanIdInDvsRequestType`.
+#[derive(Clone, Default)]
+pub struct QueryUsedVlanIdInDvsRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for QueryUsedVlanIdInDvsRequestType {
+    const TYPE_NAME: &'static str = "QueryUsedVlanIdInDvsRequestType";
+}
+impl x::Structure for QueryUsedVlanIdInDvsRequestType {}
+impl std::fmt::Debug for QueryUsedVlanIdInDvsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryUsedVlanIdInDvsRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryUsedVlanIdInDvsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for QueryUsedVlanIdInDvsRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for QueryUsedVlanIdInDvsRequestType {
+    const NAME: &'static str = "QueryUsedVlanIdInDvs";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<i32>;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `QueryVMotionCompatibilityExRequestType`.
+#[derive(Default)]
+pub struct QueryVMotionCompatibilityExRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `vm`.
+    pub vm: Vec<x::ManagedObjectReference>,
+    /// `host`.
+    pub host: Vec<x::ManagedObjectReference>,
+}
+impl x::SchemaType for QueryVMotionCompatibilityExRequestType {
+    const TYPE_NAME: &'static str = "QueryVMotionCompatibilityExRequestType";
+}
+impl x::Structure for QueryVMotionCompatibilityExRequestType {}
+impl std::fmt::Debug for QueryVMotionCompatibilityExRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryVMotionCompatibilityExRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryVMotionCompatibilityExRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for QueryVMotionCompatibilityExRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            vm: x::clone_vec(&self.vm),
+            host: x::clone_vec(&self.host),
+        }
+    }
+}
+impl x::Fields for QueryVMotionCompatibilityExRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read_push(&mut self.vm),
+            "host" => r.read_push(&mut self.host),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write_vec("vm", &self.vm);
+        w.write_vec("host", &self.host);
+    }
+}
+impl x::Request for QueryVMotionCompatibilityExRequestType {
+    const NAME: &'static str = "QueryVMotionCompatibilityEx_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `QueryVMotionCompatibilityRequestType`.
+#[derive(Default)]
+pub struct QueryVMotionCompatibilityRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `vm`.
+    pub vm: x::ManagedObjectReference,
+    /// `host`.
+    pub host: Vec<x::ManagedObjectReference>,
+    /// `compatibility`.
+    pub compatibility: Vec<String>,
+}
+impl x::SchemaType for QueryVMotionCompatibilityRequestType {
+    const TYPE_NAME: &'static str = "QueryVMotionCompatibilityRequestType";
+}
+impl x::Structure for QueryVMotionCompatibilityRequestType {}
+impl std::fmt::Debug for QueryVMotionCompatibilityRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "QueryVMotionCompatibilityRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for QueryVMotionCompatibilityRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for QueryVMotionCompatibilityRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            vm: self.vm.clone(),
+            host: x::clone_vec(&self.host),
+            compatibility: x::clone_vec(&self.compatibility),
+        }
+    }
+}
+impl x::Fields for QueryVMotionCompatibilityRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "host" => r.read_push(&mut self.host),
+            "compatibility" => r.read_push(&mut self.compatibility),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("vm", &self.vm);
+        w.write_vec("host", &self.host);
+        w.write_vec("compatibility", &self.compatibility);
+    }
+}
+impl x::Request for QueryVMotionCompatibilityRequestType {
+    const NAME: &'static str = "QueryVMotionCompatibility";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<HostVMotionCompatibility>;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `QueryVirtualDiskFragmentationRequestType`.
+#[derive(Clone, Default)]
+pub struct QueryVirtualDiskFragmentationRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `name`.
+    pub name: String,
+    /// `datacenter`.
+    pub datacenter: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for QueryVirtualDiskFragmentationRequestType {
+    const TYPE_NAME: &'static str = "QueryVirtualDiskFragmentationRequestType";
+}
+impl x::Structure for QueryVirtualDiskFragmentationRequestType {}
+impl std::fmt::Debug for QueryVirtualDiskFragmentationRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "QueryVirtualDiskFragmentationRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for QueryVirtualDiskFragmentationRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for QueryVirtualDiskFragmentationRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "name" => r.read(&mut self.name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("name", &self.name);
+        w.write_opt("datacenter", &self.datacenter);
+    }
+}
+impl x::Request for QueryVirtualDiskFragmentationRequestType {
+    const NAME: &'static str = "QueryVirtualDiskFragmentation";
+    const IDEMPOTENT: bool = true;
+    type Response = i32;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
 /// `QueryVirtualDiskGeometryRequestType`.
 #[derive(Clone, Default)]
 pub struct QueryVirtualDiskGeometryRequestType {
@@ -21,12 +272,12 @@ impl x::SchemaType for QueryVirtualDiskGeometryRequestType {
 impl x::Structure for QueryVirtualDiskGeometryRequestType {}
 impl std::fmt::Debug for QueryVirtualDiskGeometryRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryVirtualDiskGeometryRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryVirtualDiskGeometryRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryVirtualDiskGeometryRequestType {
@@ -87,12 +338,12 @@ impl x::SchemaType for QueryVirtualDiskUuidExRequestType {
 impl x::Structure for QueryVirtualDiskUuidExRequestType {}
 impl std::fmt::Debug for QueryVirtualDiskUuidExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryVirtualDiskUuidExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryVirtualDiskUuidExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryVirtualDiskUuidExRequestType {
@@ -146,12 +397,12 @@ impl x::SchemaType for QueryVirtualDiskUuidRequestType {
 impl x::Structure for QueryVirtualDiskUuidRequestType {}
 impl std::fmt::Debug for QueryVirtualDiskUuidRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryVirtualDiskUuidRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryVirtualDiskUuidRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryVirtualDiskUuidRequestType {
@@ -200,12 +451,12 @@ impl x::SchemaType for QueryVmfsConfigOptionRequestType {
 impl x::Structure for QueryVmfsConfigOptionRequestType {}
 impl std::fmt::Debug for QueryVmfsConfigOptionRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryVmfsConfigOptionRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryVmfsConfigOptionRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryVmfsConfigOptionRequestType {
@@ -254,12 +505,16 @@ impl x::SchemaType for QueryVmfsDatastoreCreateOptionsRequestType {
 impl x::Structure for QueryVmfsDatastoreCreateOptionsRequestType {}
 impl std::fmt::Debug for QueryVmfsDatastoreCreateOptionsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "QueryVmfsDatastoreCreateOptionsRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for QueryVmfsDatastoreCreateOptionsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryVmfsDatastoreCreateOptionsRequestType {
@@ -310,12 +565,16 @@ impl x::SchemaType for QueryVmfsDatastoreExpandOptionsRequestType {
 impl x::Structure for QueryVmfsDatastoreExpandOptionsRequestType {}
 impl std::fmt::Debug for QueryVmfsDatastoreExpandOptionsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "QueryVmfsDatastoreExpandOptionsRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for QueryVmfsDatastoreExpandOptionsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryVmfsDatastoreExpandOptionsRequestType {
@@ -368,12 +627,16 @@ impl x::SchemaType for QueryVmfsDatastoreExtendOptionsRequestType {
 impl x::Structure for QueryVmfsDatastoreExtendOptionsRequestType {}
 impl std::fmt::Debug for QueryVmfsDatastoreExtendOptionsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "QueryVmfsDatastoreExtendOptionsRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for QueryVmfsDatastoreExtendOptionsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryVmfsDatastoreExtendOptionsRequestType {
@@ -428,12 +691,12 @@ impl x::SchemaType for QueryVnicStatusRequestType {
 impl x::Structure for QueryVnicStatusRequestType {}
 impl std::fmt::Debug for QueryVnicStatusRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryVnicStatusRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryVnicStatusRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryVnicStatusRequestType {
@@ -486,12 +749,16 @@ impl x::SchemaType for QueryVsanObjectUuidsByFilterRequestType {
 impl x::Structure for QueryVsanObjectUuidsByFilterRequestType {}
 impl std::fmt::Debug for QueryVsanObjectUuidsByFilterRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "QueryVsanObjectUuidsByFilterRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for QueryVsanObjectUuidsByFilterRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryVsanObjectUuidsByFilterRequestType {
@@ -554,12 +821,12 @@ impl x::SchemaType for QueryVsanObjectsRequestType {
 impl x::Structure for QueryVsanObjectsRequestType {}
 impl std::fmt::Debug for QueryVsanObjectsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryVsanObjectsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryVsanObjectsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryVsanObjectsRequestType {
@@ -616,12 +883,12 @@ impl x::SchemaType for QueryVsanStatisticsRequestType {
 impl x::Structure for QueryVsanStatisticsRequestType {}
 impl std::fmt::Debug for QueryVsanStatisticsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryVsanStatisticsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryVsanStatisticsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for QueryVsanStatisticsRequestType {
@@ -678,12 +945,12 @@ impl x::SchemaType for QueryVsanUpgradeStatusRequestType {
 impl x::Structure for QueryVsanUpgradeStatusRequestType {}
 impl std::fmt::Debug for QueryVsanUpgradeStatusRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "QueryVsanUpgradeStatusRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for QueryVsanUpgradeStatusRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for QueryVsanUpgradeStatusRequestType {
@@ -736,12 +1003,16 @@ impl x::SchemaType for ReadEnvironmentVariableInGuestRequestType {
 impl x::Structure for ReadEnvironmentVariableInGuestRequestType {}
 impl std::fmt::Debug for ReadEnvironmentVariableInGuestRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "ReadEnvironmentVariableInGuestRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for ReadEnvironmentVariableInGuestRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for ReadEnvironmentVariableInGuestRequestType {
@@ -804,12 +1075,12 @@ impl x::SchemaType for ReadNextEventsRequestType {
 impl x::Structure for ReadNextEventsRequestType {}
 impl std::fmt::Debug for ReadNextEventsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ReadNextEventsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReadNextEventsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReadNextEventsRequestType {
@@ -872,12 +1143,12 @@ impl x::SchemaType for ReadNextTasksByViewSpecRequestType {
 impl x::Structure for ReadNextTasksByViewSpecRequestType {}
 impl std::fmt::Debug for ReadNextTasksByViewSpecRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ReadNextTasksByViewSpecRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReadNextTasksByViewSpecRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReadNextTasksByViewSpecRequestType {
@@ -931,12 +1202,12 @@ impl x::SchemaType for ReadNextTasksRequestType {
 impl x::Structure for ReadNextTasksRequestType {}
 impl std::fmt::Debug for ReadNextTasksRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ReadNextTasksRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReadNextTasksRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReadNextTasksRequestType {
@@ -985,12 +1256,12 @@ impl x::SchemaType for ReadPreviousEventsRequestType {
 impl x::Structure for ReadPreviousEventsRequestType {}
 impl std::fmt::Debug for ReadPreviousEventsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ReadPreviousEventsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReadPreviousEventsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReadPreviousEventsRequestType {
@@ -1039,12 +1310,12 @@ impl x::SchemaType for ReadPreviousTasksRequestType {
 impl x::Structure for ReadPreviousTasksRequestType {}
 impl std::fmt::Debug for ReadPreviousTasksRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ReadPreviousTasksRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for ReadPreviousTasksRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for ReadPreviousTasksRequestType {
@@ -1070,222 +1341,6 @@ impl x::Request for ReadPreviousTasksRequestType {
     const NAME: &'static str = "ReadPreviousTasks";
     const IDEMPOTENT: bool = false;
     type Response = Vec<TaskInfo>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `RebootGuestRequestType`.
-#[derive(Clone, Default)]
-pub struct RebootGuestRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for RebootGuestRequestType {
-    const TYPE_NAME: &'static str = "RebootGuestRequestType";
-}
-impl x::Structure for RebootGuestRequestType {}
-impl std::fmt::Debug for RebootGuestRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for RebootGuestRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for RebootGuestRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for RebootGuestRequestType {
-    const NAME: &'static str = "RebootGuest";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `RebootHostRequestType`.
-#[derive(Clone, Default)]
-pub struct RebootHostRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `force`.
-    pub force: bool,
-}
-impl x::SchemaType for RebootHostRequestType {
-    const TYPE_NAME: &'static str = "RebootHostRequestType";
-}
-impl x::Structure for RebootHostRequestType {}
-impl std::fmt::Debug for RebootHostRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for RebootHostRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for RebootHostRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "force" => r.read(&mut self.force),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("force", &self.force);
-    }
-}
-impl x::Request for RebootHostRequestType {
-    const NAME: &'static str = "RebootHost_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `RecommendDatastoresRequestType`.
-#[derive(Clone, Default)]
-pub struct RecommendDatastoresRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `storageSpec`.
-    pub storage_spec: StoragePlacementSpec,
-}
-impl x::SchemaType for RecommendDatastoresRequestType {
-    const TYPE_NAME: &'static str = "RecommendDatastoresRequestType";
-}
-impl x::Structure for RecommendDatastoresRequestType {}
-impl std::fmt::Debug for RecommendDatastoresRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for RecommendDatastoresRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for RecommendDatastoresRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "storageSpec" => r.read(&mut self.storage_spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("storageSpec", &self.storage_spec);
-    }
-}
-impl x::Request for RecommendDatastoresRequestType {
-    const NAME: &'static str = "RecommendDatastores";
-    const IDEMPOTENT: bool = false;
-    type Response = StoragePlacementResult;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `RecommendHostsForVmRequestType`.
-#[derive(Clone, Default)]
-pub struct RecommendHostsForVmRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `vm`.
-    pub vm: x::ManagedObjectReference,
-    /// `pool`.
-    pub pool: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for RecommendHostsForVmRequestType {
-    const TYPE_NAME: &'static str = "RecommendHostsForVmRequestType";
-}
-impl x::Structure for RecommendHostsForVmRequestType {}
-impl std::fmt::Debug for RecommendHostsForVmRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for RecommendHostsForVmRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for RecommendHostsForVmRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "vm" => r.read(&mut self.vm),
-            "pool" => r.read_opt(&mut self.pool),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("vm", &self.vm);
-        w.write_opt("pool", &self.pool);
-    }
-}
-impl x::Request for RecommendHostsForVmRequestType {
-    const NAME: &'static str = "RecommendHostsForVm";
-    const IDEMPOTENT: bool = false;
-    type Response = Vec<ClusterHostRecommendation>;
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }

@@ -5,85 +5,35 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `RecommissionVsanNodeRequestType`.
-#[derive(Clone, Default)]
-pub struct RecommissionVsanNodeRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for RecommissionVsanNodeRequestType {
-    const TYPE_NAME: &'static str = "RecommissionVsanNodeRequestType";
-}
-impl x::Structure for RecommissionVsanNodeRequestType {}
-impl std::fmt::Debug for RecommissionVsanNodeRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for RecommissionVsanNodeRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for RecommissionVsanNodeRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for RecommissionVsanNodeRequestType {
-    const NAME: &'static str = "RecommissionVsanNode_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `ReconcileDatastoreInventoryExRequestType`.
+/// `EmitSyslogMarkRequestType`.
 ///
-/// Since vSphere API 9.0.0.0.
+/// Since vSphere API 8.0.0.2.
 #[derive(Clone, Default)]
-pub struct ReconcileDatastoreInventoryExRequestType {
+pub struct EmitSyslogMarkRequestType {
     /// `_this`.
     ///
-    /// Since vSphere API 9.0.0.0.
+    /// Since vSphere API 8.0.0.2.
     pub this: x::ManagedObjectReference,
-    /// `spec`.
+    /// `message`.
     ///
-    /// Since vSphere API 9.0.0.0.
-    pub spec: VStorageObjectReconcileSpec,
+    /// Since vSphere API 8.0.0.2.
+    pub message: String,
 }
-impl x::SchemaType for ReconcileDatastoreInventoryExRequestType {
-    const TYPE_NAME: &'static str = "ReconcileDatastoreInventoryExRequestType";
+impl x::SchemaType for EmitSyslogMarkRequestType {
+    const TYPE_NAME: &'static str = "EmitSyslogMarkRequestType";
 }
-impl x::Structure for ReconcileDatastoreInventoryExRequestType {}
-impl std::fmt::Debug for ReconcileDatastoreInventoryExRequestType {
+impl x::Structure for EmitSyslogMarkRequestType {}
+impl std::fmt::Debug for EmitSyslogMarkRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EmitSyslogMarkRequestType", x::fields_ref(self))
     }
 }
-impl PartialEq for ReconcileDatastoreInventoryExRequestType {
+impl PartialEq for EmitSyslogMarkRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for ReconcileDatastoreInventoryExRequestType {
+impl x::Fields for EmitSyslogMarkRequestType {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -91,58 +41,170 @@ impl x::Fields for ReconcileDatastoreInventoryExRequestType {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "_this" => r.read(&mut self.this),
-            "spec" => r.read(&mut self.spec),
+            "message" => r.read(&mut self.message),
             _ => return Ok(false),
         };
         x::field_decoded(result)
     }
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0900_0000, "operation ReconcileDatastoreInventoryEx_Task", true);
+        w.since(0x0800_0002, "operation EmitSyslogMark", true);
         w.write("_this", &self.this);
-        w.write("spec", &self.spec);
+        w.write("message", &self.message);
     }
 }
-impl x::Request for ReconcileDatastoreInventoryExRequestType {
-    const NAME: &'static str = "ReconcileDatastoreInventoryEx_Task";
+impl x::Request for EmitSyslogMarkRequestType {
+    const NAME: &'static str = "EmitSyslogMark";
     const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
+    type Response = ();
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
+        r.read_no_returnval()
     }
 }
-/// `ReconcileDatastoreInventoryRequestType`.
+/// `EnableAlarmActionsRequestType`.
 #[derive(Clone, Default)]
-pub struct ReconcileDatastoreInventoryRequestType {
+pub struct EnableAlarmActionsRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `entity`.
+    pub entity: x::ManagedObjectReference,
+    /// `enabled`.
+    pub enabled: bool,
+}
+impl x::SchemaType for EnableAlarmActionsRequestType {
+    const TYPE_NAME: &'static str = "EnableAlarmActionsRequestType";
+}
+impl x::Structure for EnableAlarmActionsRequestType {}
+impl std::fmt::Debug for EnableAlarmActionsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EnableAlarmActionsRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EnableAlarmActionsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EnableAlarmActionsRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "entity" => r.read(&mut self.entity),
+            "enabled" => r.read(&mut self.enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("entity", &self.entity);
+        w.write("enabled", &self.enabled);
+    }
+}
+impl x::Request for EnableAlarmActionsRequestType {
+    const NAME: &'static str = "EnableAlarmActions";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `EnableAlarmRequestType`.
+#[derive(Clone, Default)]
+pub struct EnableAlarmRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `alarm`.
+    pub alarm: x::ManagedObjectReference,
+    /// `entity`.
+    pub entity: x::ManagedObjectReference,
+}
+impl x::SchemaType for EnableAlarmRequestType {
+    const TYPE_NAME: &'static str = "EnableAlarmRequestType";
+}
+impl x::Structure for EnableAlarmRequestType {}
+impl std::fmt::Debug for EnableAlarmRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EnableAlarmRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EnableAlarmRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EnableAlarmRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "alarm" => r.read(&mut self.alarm),
+            "entity" => r.read(&mut self.entity),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("alarm", &self.alarm);
+        w.write("entity", &self.entity);
+    }
+}
+impl x::Request for EnableAlarmRequestType {
+    const NAME: &'static str = "EnableAlarm";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `EnableClusteredVmdkSupportRequestType`.
+#[derive(Clone, Default)]
+pub struct EnableClusteredVmdkSupportRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
     /// `datastore`.
     pub datastore: x::ManagedObjectReference,
-    /// `deepCleansing`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub deep_cleansing: Option<bool>,
 }
-impl x::SchemaType for ReconcileDatastoreInventoryRequestType {
-    const TYPE_NAME: &'static str = "ReconcileDatastoreInventoryRequestType";
+impl x::SchemaType for EnableClusteredVmdkSupportRequestType {
+    const TYPE_NAME: &'static str = "EnableClusteredVmdkSupportRequestType";
 }
-impl x::Structure for ReconcileDatastoreInventoryRequestType {}
-impl std::fmt::Debug for ReconcileDatastoreInventoryRequestType {
+impl x::Structure for EnableClusteredVmdkSupportRequestType {}
+impl std::fmt::Debug for EnableClusteredVmdkSupportRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EnableClusteredVmdkSupportRequestType", x::fields_ref(self))
     }
 }
-impl PartialEq for ReconcileDatastoreInventoryRequestType {
+impl PartialEq for EnableClusteredVmdkSupportRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for ReconcileDatastoreInventoryRequestType {
+impl x::Fields for EnableClusteredVmdkSupportRequestType {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -151,7 +213,6 @@ impl x::Fields for ReconcileDatastoreInventoryRequestType {
         let result = match name {
             "_this" => r.read(&mut self.this),
             "datastore" => r.read(&mut self.datastore),
-            "deepCleansing" => r.read_opt(&mut self.deep_cleansing),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -160,53 +221,44 @@ impl x::Fields for ReconcileDatastoreInventoryRequestType {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
-        if w
-            .since(
-                0x0900_0000,
-                "ReconcileDatastoreInventory_Task.deepCleansing",
-                self.deep_cleansing.is_some(),
-            )
-        {
-            w.write_opt("deepCleansing", &self.deep_cleansing);
-        }
     }
 }
-impl x::Request for ReconcileDatastoreInventoryRequestType {
-    const NAME: &'static str = "ReconcileDatastoreInventory_Task";
+impl x::Request for EnableClusteredVmdkSupportRequestType {
+    const NAME: &'static str = "EnableClusteredVmdkSupport";
     const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
+    type Response = ();
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
     fn decode_response(
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
+        r.read_no_returnval()
     }
 }
-/// `ReconfigVMRequestType`.
+/// `EnableCryptoRequestType`.
 #[derive(Clone, Default)]
-pub struct ReconfigVMRequestType {
+pub struct EnableCryptoRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
-    /// `spec`.
-    pub spec: VirtualMachineConfigSpec,
+    /// `keyPlain`.
+    pub key_plain: CryptoKeyPlain,
 }
-impl x::SchemaType for ReconfigVMRequestType {
-    const TYPE_NAME: &'static str = "ReconfigVMRequestType";
+impl x::SchemaType for EnableCryptoRequestType {
+    const TYPE_NAME: &'static str = "EnableCryptoRequestType";
 }
-impl x::Structure for ReconfigVMRequestType {}
-impl std::fmt::Debug for ReconfigVMRequestType {
+impl x::Structure for EnableCryptoRequestType {}
+impl std::fmt::Debug for EnableCryptoRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "EnableCryptoRequestType", x::fields_ref(self))
     }
 }
-impl PartialEq for ReconfigVMRequestType {
+impl PartialEq for EnableCryptoRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl x::Fields for ReconfigVMRequestType {
+impl x::Fields for EnableCryptoRequestType {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -214,7 +266,7 @@ impl x::Fields for ReconfigVMRequestType {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "_this" => r.read(&mut self.this),
-            "spec" => r.read(&mut self.spec),
+            "keyPlain" => r.read(&mut self.key_plain),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -222,11 +274,234 @@ impl x::Fields for ReconfigVMRequestType {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
-        w.write("spec", &self.spec);
+        w.write("keyPlain", &self.key_plain);
     }
 }
-impl x::Request for ReconfigVMRequestType {
-    const NAME: &'static str = "ReconfigVM_Task";
+impl x::Request for EnableCryptoRequestType {
+    const NAME: &'static str = "EnableCrypto";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `EnableFeatureRequestType`.
+#[derive(Clone, Default)]
+pub struct EnableFeatureRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `host`.
+    pub host: Option<x::ManagedObjectReference>,
+    /// `featureKey`.
+    pub feature_key: String,
+}
+impl x::SchemaType for EnableFeatureRequestType {
+    const TYPE_NAME: &'static str = "EnableFeatureRequestType";
+}
+impl x::Structure for EnableFeatureRequestType {}
+impl std::fmt::Debug for EnableFeatureRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EnableFeatureRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EnableFeatureRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EnableFeatureRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read_opt(&mut self.host),
+            "featureKey" => r.read(&mut self.feature_key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write_opt("host", &self.host);
+        w.write("featureKey", &self.feature_key);
+    }
+}
+impl x::Request for EnableFeatureRequestType {
+    const NAME: &'static str = "EnableFeature";
+    const IDEMPOTENT: bool = false;
+    type Response = bool;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `EnableHyperThreadingRequestType`.
+#[derive(Clone, Default)]
+pub struct EnableHyperThreadingRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for EnableHyperThreadingRequestType {
+    const TYPE_NAME: &'static str = "EnableHyperThreadingRequestType";
+}
+impl x::Structure for EnableHyperThreadingRequestType {}
+impl std::fmt::Debug for EnableHyperThreadingRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EnableHyperThreadingRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EnableHyperThreadingRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EnableHyperThreadingRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for EnableHyperThreadingRequestType {
+    const NAME: &'static str = "EnableHyperThreading";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `EnableMultipathPathRequestType`.
+#[derive(Clone, Default)]
+pub struct EnableMultipathPathRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `pathName`.
+    pub path_name: String,
+}
+impl x::SchemaType for EnableMultipathPathRequestType {
+    const TYPE_NAME: &'static str = "EnableMultipathPathRequestType";
+}
+impl x::Structure for EnableMultipathPathRequestType {}
+impl std::fmt::Debug for EnableMultipathPathRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EnableMultipathPathRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EnableMultipathPathRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EnableMultipathPathRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "pathName" => r.read(&mut self.path_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("pathName", &self.path_name);
+    }
+}
+impl x::Request for EnableMultipathPathRequestType {
+    const NAME: &'static str = "EnableMultipathPath";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `EnableNetworkBootRequestType`.
+///
+/// Since vSphere API 9.0.0.0.
+#[derive(Clone, Default)]
+pub struct EnableNetworkBootRequestType {
+    /// `_this`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub this: x::ManagedObjectReference,
+    /// `networkBootMode`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub network_boot_mode: String,
+}
+impl x::SchemaType for EnableNetworkBootRequestType {
+    const TYPE_NAME: &'static str = "EnableNetworkBootRequestType";
+}
+impl x::Structure for EnableNetworkBootRequestType {}
+impl std::fmt::Debug for EnableNetworkBootRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EnableNetworkBootRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EnableNetworkBootRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EnableNetworkBootRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "networkBootMode" => r.read(&mut self.network_boot_mode),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0900_0000, "operation EnableNetworkBoot_Task", true);
+        w.write("_this", &self.this);
+        w.write("networkBootMode", &self.network_boot_mode);
+    }
+}
+impl x::Request for EnableNetworkBootRequestType {
+    const NAME: &'static str = "EnableNetworkBoot_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
     fn this(&self) -> &x::ManagedObjectReference {
@@ -238,40 +513,650 @@ impl x::Request for ReconfigVMRequestType {
         r.read_returnval()
     }
 }
-/// `ReconfigurationSatisfiableRequestType`.
-#[derive(Default)]
-pub struct ReconfigurationSatisfiableRequestType {
+/// `EnableNetworkResourceManagementRequestType`.
+#[derive(Clone, Default)]
+pub struct EnableNetworkResourceManagementRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
-    /// `pcbs`.
-    pub pcbs: Vec<VsanPolicyChangeBatch>,
-    /// `ignoreSatisfiability`.
-    pub ignore_satisfiability: Option<bool>,
+    /// `enable`.
+    pub enable: bool,
 }
-impl x::SchemaType for ReconfigurationSatisfiableRequestType {
-    const TYPE_NAME: &'static str = "ReconfigurationSatisfiableRequestType";
+impl x::SchemaType for EnableNetworkResourceManagementRequestType {
+    const TYPE_NAME: &'static str = "EnableNetworkResourceManagementRequestType";
 }
-impl x::Structure for ReconfigurationSatisfiableRequestType {}
-impl std::fmt::Debug for ReconfigurationSatisfiableRequestType {
+impl x::Structure for EnableNetworkResourceManagementRequestType {}
+impl std::fmt::Debug for EnableNetworkResourceManagementRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "EnableNetworkResourceManagementRequestType",
+            x::fields_ref(self),
+        )
     }
 }
-impl PartialEq for ReconfigurationSatisfiableRequestType {
+impl PartialEq for EnableNetworkResourceManagementRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl Clone for ReconfigurationSatisfiableRequestType {
+impl x::Fields for EnableNetworkResourceManagementRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "enable" => r.read(&mut self.enable),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("enable", &self.enable);
+    }
+}
+impl x::Request for EnableNetworkResourceManagementRequestType {
+    const NAME: &'static str = "EnableNetworkResourceManagement";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `EnableRulesetRequestType`.
+#[derive(Clone, Default)]
+pub struct EnableRulesetRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `id`.
+    pub id: String,
+}
+impl x::SchemaType for EnableRulesetRequestType {
+    const TYPE_NAME: &'static str = "EnableRulesetRequestType";
+}
+impl x::Structure for EnableRulesetRequestType {}
+impl std::fmt::Debug for EnableRulesetRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EnableRulesetRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EnableRulesetRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EnableRulesetRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "id" => r.read(&mut self.id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("id", &self.id);
+    }
+}
+impl x::Request for EnableRulesetRequestType {
+    const NAME: &'static str = "EnableRuleset";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `EnableSecondaryVMRequestType`.
+#[derive(Clone, Default)]
+pub struct EnableSecondaryVMRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `vm`.
+    pub vm: x::ManagedObjectReference,
+    /// `host`.
+    pub host: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for EnableSecondaryVMRequestType {
+    const TYPE_NAME: &'static str = "EnableSecondaryVMRequestType";
+}
+impl x::Structure for EnableSecondaryVMRequestType {}
+impl std::fmt::Debug for EnableSecondaryVMRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EnableSecondaryVMRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EnableSecondaryVMRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EnableSecondaryVMRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "host" => r.read_opt(&mut self.host),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("vm", &self.vm);
+        w.write_opt("host", &self.host);
+    }
+}
+impl x::Request for EnableSecondaryVMRequestType {
+    const NAME: &'static str = "EnableSecondaryVM_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `EnableSmartCardAuthenticationRequestType`.
+#[derive(Clone, Default)]
+pub struct EnableSmartCardAuthenticationRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for EnableSmartCardAuthenticationRequestType {
+    const TYPE_NAME: &'static str = "EnableSmartCardAuthenticationRequestType";
+}
+impl x::Structure for EnableSmartCardAuthenticationRequestType {}
+impl std::fmt::Debug for EnableSmartCardAuthenticationRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "EnableSmartCardAuthenticationRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for EnableSmartCardAuthenticationRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EnableSmartCardAuthenticationRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for EnableSmartCardAuthenticationRequestType {
+    const NAME: &'static str = "EnableSmartCardAuthentication";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `EnterLockdownModeRequestType`.
+#[derive(Clone, Default)]
+pub struct EnterLockdownModeRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for EnterLockdownModeRequestType {
+    const TYPE_NAME: &'static str = "EnterLockdownModeRequestType";
+}
+impl x::Structure for EnterLockdownModeRequestType {}
+impl std::fmt::Debug for EnterLockdownModeRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EnterLockdownModeRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EnterLockdownModeRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EnterLockdownModeRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for EnterLockdownModeRequestType {
+    const NAME: &'static str = "EnterLockdownMode";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `EnterMaintenanceModeRequestType`.
+#[derive(Clone, Default)]
+pub struct EnterMaintenanceModeRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `timeout`.
+    pub timeout: i32,
+    /// `evacuatePoweredOffVms`.
+    pub evacuate_powered_off_vms: Option<bool>,
+    /// `maintenanceSpec`.
+    pub maintenance_spec: Option<HostMaintenanceSpec>,
+}
+impl x::SchemaType for EnterMaintenanceModeRequestType {
+    const TYPE_NAME: &'static str = "EnterMaintenanceModeRequestType";
+}
+impl x::Structure for EnterMaintenanceModeRequestType {}
+impl std::fmt::Debug for EnterMaintenanceModeRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EnterMaintenanceModeRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EnterMaintenanceModeRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EnterMaintenanceModeRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "timeout" => r.read(&mut self.timeout),
+            "evacuatePoweredOffVms" => r.read_opt(&mut self.evacuate_powered_off_vms),
+            "maintenanceSpec" => r.read_opt(&mut self.maintenance_spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("timeout", &self.timeout);
+        w.write_opt("evacuatePoweredOffVms", &self.evacuate_powered_off_vms);
+        w.write_opt("maintenanceSpec", &self.maintenance_spec);
+    }
+}
+impl x::Request for EnterMaintenanceModeRequestType {
+    const NAME: &'static str = "EnterMaintenanceMode_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `EstimateDatabaseSizeRequestType`.
+#[derive(Clone, Default)]
+pub struct EstimateDatabaseSizeRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `dbSizeParam`.
+    pub db_size_param: DatabaseSizeParam,
+}
+impl x::SchemaType for EstimateDatabaseSizeRequestType {
+    const TYPE_NAME: &'static str = "EstimateDatabaseSizeRequestType";
+}
+impl x::Structure for EstimateDatabaseSizeRequestType {}
+impl std::fmt::Debug for EstimateDatabaseSizeRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EstimateDatabaseSizeRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EstimateDatabaseSizeRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EstimateDatabaseSizeRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "dbSizeParam" => r.read(&mut self.db_size_param),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("dbSizeParam", &self.db_size_param);
+    }
+}
+impl x::Request for EstimateDatabaseSizeRequestType {
+    const NAME: &'static str = "EstimateDatabaseSize";
+    const IDEMPOTENT: bool = true;
+    type Response = DatabaseSizeEstimate;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `EstimateStorageForConsolidateSnapshotsRequestType`.
+#[derive(Clone, Default)]
+pub struct EstimateStorageForConsolidateSnapshotsRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for EstimateStorageForConsolidateSnapshotsRequestType {
+    const TYPE_NAME: &'static str = "EstimateStorageForConsolidateSnapshotsRequestType";
+}
+impl x::Structure for EstimateStorageForConsolidateSnapshotsRequestType {}
+impl std::fmt::Debug for EstimateStorageForConsolidateSnapshotsRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "EstimateStorageForConsolidateSnapshotsRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for EstimateStorageForConsolidateSnapshotsRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EstimateStorageForConsolidateSnapshotsRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for EstimateStorageForConsolidateSnapshotsRequestType {
+    const NAME: &'static str = "EstimateStorageForConsolidateSnapshots_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `EsxAgentHostManagerUpdateConfigRequestType`.
+#[derive(Clone, Default)]
+pub struct EsxAgentHostManagerUpdateConfigRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `configInfo`.
+    pub config_info: HostEsxAgentHostManagerConfigInfo,
+}
+impl x::SchemaType for EsxAgentHostManagerUpdateConfigRequestType {
+    const TYPE_NAME: &'static str = "EsxAgentHostManagerUpdateConfigRequestType";
+}
+impl x::Structure for EsxAgentHostManagerUpdateConfigRequestType {}
+impl std::fmt::Debug for EsxAgentHostManagerUpdateConfigRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(
+            f,
+            "EsxAgentHostManagerUpdateConfigRequestType",
+            x::fields_ref(self),
+        )
+    }
+}
+impl PartialEq for EsxAgentHostManagerUpdateConfigRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EsxAgentHostManagerUpdateConfigRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "configInfo" => r.read(&mut self.config_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("configInfo", &self.config_info);
+    }
+}
+impl x::Request for EsxAgentHostManagerUpdateConfigRequestType {
+    const NAME: &'static str = "EsxAgentHostManagerUpdateConfig";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `EvacuateVsanNodeRequestType`.
+#[derive(Clone, Default)]
+pub struct EvacuateVsanNodeRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `maintenanceSpec`.
+    pub maintenance_spec: HostMaintenanceSpec,
+    /// `timeout`.
+    pub timeout: i32,
+}
+impl x::SchemaType for EvacuateVsanNodeRequestType {
+    const TYPE_NAME: &'static str = "EvacuateVsanNodeRequestType";
+}
+impl x::Structure for EvacuateVsanNodeRequestType {}
+impl std::fmt::Debug for EvacuateVsanNodeRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EvacuateVsanNodeRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EvacuateVsanNodeRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EvacuateVsanNodeRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "maintenanceSpec" => r.read(&mut self.maintenance_spec),
+            "timeout" => r.read(&mut self.timeout),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("maintenanceSpec", &self.maintenance_spec);
+        w.write("timeout", &self.timeout);
+    }
+}
+impl x::Request for EvacuateVsanNodeRequestType {
+    const NAME: &'static str = "EvacuateVsanNode_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `EvcManagerRequestType`.
+#[derive(Clone, Default)]
+pub struct EvcManagerRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for EvcManagerRequestType {
+    const TYPE_NAME: &'static str = "EvcManagerRequestType";
+}
+impl x::Structure for EvcManagerRequestType {}
+impl std::fmt::Debug for EvcManagerRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "EvcManagerRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for EvcManagerRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl x::Fields for EvcManagerRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for EvcManagerRequestType {
+    const NAME: &'static str = "EvcManager";
+    const IDEMPOTENT: bool = false;
+    type Response = Option<x::ManagedObjectReference>;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_opt()
+    }
+}
+/// `ExecuteHostProfileRequestType`.
+#[derive(Default)]
+pub struct ExecuteHostProfileRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+    /// `deferredParam`.
+    pub deferred_param: Vec<ProfileDeferredPolicyOptionParameter>,
+}
+impl x::SchemaType for ExecuteHostProfileRequestType {
+    const TYPE_NAME: &'static str = "ExecuteHostProfileRequestType";
+}
+impl x::Structure for ExecuteHostProfileRequestType {}
+impl std::fmt::Debug for ExecuteHostProfileRequestType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        x::debug_fields(f, "ExecuteHostProfileRequestType", x::fields_ref(self))
+    }
+}
+impl PartialEq for ExecuteHostProfileRequestType {
+    fn eq(&self, other: &Self) -> bool {
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
+    }
+}
+impl Clone for ExecuteHostProfileRequestType {
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
-            pcbs: x::clone_vec(&self.pcbs),
-            ignore_satisfiability: self.ignore_satisfiability,
+            host: self.host.clone(),
+            deferred_param: x::clone_vec(&self.deferred_param),
         }
     }
 }
-impl x::Fields for ReconfigurationSatisfiableRequestType {
+impl x::Fields for ExecuteHostProfileRequestType {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -279,8 +1164,8 @@ impl x::Fields for ReconfigurationSatisfiableRequestType {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "_this" => r.read(&mut self.this),
-            "pcbs" => r.read_push(&mut self.pcbs),
-            "ignoreSatisfiability" => r.read_opt(&mut self.ignore_satisfiability),
+            "host" => r.read(&mut self.host),
+            "deferredParam" => r.read_push(&mut self.deferred_param),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -288,180 +1173,14 @@ impl x::Fields for ReconfigurationSatisfiableRequestType {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
-        w.write_vec("pcbs", &self.pcbs);
-        w.write_opt("ignoreSatisfiability", &self.ignore_satisfiability);
+        w.write("host", &self.host);
+        w.write_vec("deferredParam", &self.deferred_param);
     }
 }
-impl x::Request for ReconfigurationSatisfiableRequestType {
-    const NAME: &'static str = "ReconfigurationSatisfiable";
+impl x::Request for ExecuteHostProfileRequestType {
+    const NAME: &'static str = "ExecuteHostProfile";
     const IDEMPOTENT: bool = false;
-    type Response = Vec<VsanPolicySatisfiability>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `ReconfigureAlarmRequestType`.
-#[derive(Clone, Default)]
-pub struct ReconfigureAlarmRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `spec`.
-    pub spec: AnyAlarmSpec,
-}
-impl x::SchemaType for ReconfigureAlarmRequestType {
-    const TYPE_NAME: &'static str = "ReconfigureAlarmRequestType";
-}
-impl x::Structure for ReconfigureAlarmRequestType {}
-impl std::fmt::Debug for ReconfigureAlarmRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ReconfigureAlarmRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for ReconfigureAlarmRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::Request for ReconfigureAlarmRequestType {
-    const NAME: &'static str = "ReconfigureAlarm";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `ReconfigureAutostartRequestType`.
-#[derive(Clone, Default)]
-pub struct ReconfigureAutostartRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `spec`.
-    pub spec: HostAutoStartManagerConfig,
-}
-impl x::SchemaType for ReconfigureAutostartRequestType {
-    const TYPE_NAME: &'static str = "ReconfigureAutostartRequestType";
-}
-impl x::Structure for ReconfigureAutostartRequestType {}
-impl std::fmt::Debug for ReconfigureAutostartRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ReconfigureAutostartRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for ReconfigureAutostartRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::Request for ReconfigureAutostartRequestType {
-    const NAME: &'static str = "ReconfigureAutostart";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `ReconfigureClusterRequestType`.
-#[derive(Clone, Default)]
-pub struct ReconfigureClusterRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `spec`.
-    pub spec: ClusterConfigSpec,
-    /// `modify`.
-    pub modify: bool,
-}
-impl x::SchemaType for ReconfigureClusterRequestType {
-    const TYPE_NAME: &'static str = "ReconfigureClusterRequestType";
-}
-impl x::Structure for ReconfigureClusterRequestType {}
-impl std::fmt::Debug for ReconfigureClusterRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ReconfigureClusterRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for ReconfigureClusterRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "spec" => r.read(&mut self.spec),
-            "modify" => r.read(&mut self.modify),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("spec", &self.spec);
-        w.write("modify", &self.modify);
-    }
-}
-impl x::Request for ReconfigureClusterRequestType {
-    const NAME: &'static str = "ReconfigureCluster_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
+    type Response = AnyProfileExecuteResult;
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }
@@ -471,95 +1190,37 @@ impl x::Request for ReconfigureClusterRequestType {
         r.read_returnval()
     }
 }
-/// `ReconfigureComputeResourceRequestType`.
-#[derive(Clone, Default)]
-pub struct ReconfigureComputeResourceRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `spec`.
-    pub spec: AnyComputeResourceConfigSpec,
-    /// `modify`.
-    pub modify: bool,
-}
-impl x::SchemaType for ReconfigureComputeResourceRequestType {
-    const TYPE_NAME: &'static str = "ReconfigureComputeResourceRequestType";
-}
-impl x::Structure for ReconfigureComputeResourceRequestType {}
-impl std::fmt::Debug for ReconfigureComputeResourceRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ReconfigureComputeResourceRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for ReconfigureComputeResourceRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "spec" => r.read(&mut self.spec),
-            "modify" => r.read(&mut self.modify),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("spec", &self.spec);
-        w.write("modify", &self.modify);
-    }
-}
-impl x::Request for ReconfigureComputeResourceRequestType {
-    const NAME: &'static str = "ReconfigureComputeResource_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `ReconfigureDVPortRequestType`.
+/// `ExecuteSimpleCommandRequestType`.
 #[derive(Default)]
-pub struct ReconfigureDVPortRequestType {
+pub struct ExecuteSimpleCommandRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
-    /// `port`.
-    pub port: Vec<DVPortConfigSpec>,
+    /// `arguments`.
+    pub arguments: Vec<String>,
 }
-impl x::SchemaType for ReconfigureDVPortRequestType {
-    const TYPE_NAME: &'static str = "ReconfigureDVPortRequestType";
+impl x::SchemaType for ExecuteSimpleCommandRequestType {
+    const TYPE_NAME: &'static str = "ExecuteSimpleCommandRequestType";
 }
-impl x::Structure for ReconfigureDVPortRequestType {}
-impl std::fmt::Debug for ReconfigureDVPortRequestType {
+impl x::Structure for ExecuteSimpleCommandRequestType {}
+impl std::fmt::Debug for ExecuteSimpleCommandRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "ExecuteSimpleCommandRequestType", x::fields_ref(self))
     }
 }
-impl PartialEq for ReconfigureDVPortRequestType {
+impl PartialEq for ExecuteSimpleCommandRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
-impl Clone for ReconfigureDVPortRequestType {
+impl Clone for ExecuteSimpleCommandRequestType {
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
-            port: x::clone_vec(&self.port),
+            arguments: x::clone_vec(&self.arguments),
         }
     }
 }
-impl x::Fields for ReconfigureDVPortRequestType {
+impl x::Fields for ExecuteSimpleCommandRequestType {
     fn decode_field(
         &mut self,
         r: &mut x::XmlReader<'_>,
@@ -567,7 +1228,7 @@ impl x::Fields for ReconfigureDVPortRequestType {
     ) -> Result<bool, x::DecodeError> {
         let result = match name {
             "_this" => r.read(&mut self.this),
-            "port" => r.read_push(&mut self.port),
+            "arguments" => r.read_push(&mut self.arguments),
             _ => return Ok(false),
         };
         x::field_decoded(result)
@@ -575,685 +1236,13 @@ impl x::Fields for ReconfigureDVPortRequestType {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
-        w.write_vec("port", &self.port);
+        w.write_vec("arguments", &self.arguments);
     }
 }
-impl x::Request for ReconfigureDVPortRequestType {
-    const NAME: &'static str = "ReconfigureDVPort_Task";
+impl x::Request for ExecuteSimpleCommandRequestType {
+    const NAME: &'static str = "ExecuteSimpleCommand";
     const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `ReconfigureDVPortgroupRequestType`.
-#[derive(Clone, Default)]
-pub struct ReconfigureDVPortgroupRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `spec`.
-    pub spec: DVPortgroupConfigSpec,
-}
-impl x::SchemaType for ReconfigureDVPortgroupRequestType {
-    const TYPE_NAME: &'static str = "ReconfigureDVPortgroupRequestType";
-}
-impl x::Structure for ReconfigureDVPortgroupRequestType {}
-impl std::fmt::Debug for ReconfigureDVPortgroupRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ReconfigureDVPortgroupRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for ReconfigureDVPortgroupRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::Request for ReconfigureDVPortgroupRequestType {
-    const NAME: &'static str = "ReconfigureDVPortgroup_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `ReconfigureDatacenterRequestType`.
-#[derive(Clone, Default)]
-pub struct ReconfigureDatacenterRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `spec`.
-    pub spec: DatacenterConfigSpec,
-    /// `modify`.
-    pub modify: bool,
-}
-impl x::SchemaType for ReconfigureDatacenterRequestType {
-    const TYPE_NAME: &'static str = "ReconfigureDatacenterRequestType";
-}
-impl x::Structure for ReconfigureDatacenterRequestType {}
-impl std::fmt::Debug for ReconfigureDatacenterRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ReconfigureDatacenterRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for ReconfigureDatacenterRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "spec" => r.read(&mut self.spec),
-            "modify" => r.read(&mut self.modify),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("spec", &self.spec);
-        w.write("modify", &self.modify);
-    }
-}
-impl x::Request for ReconfigureDatacenterRequestType {
-    const NAME: &'static str = "ReconfigureDatacenter_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `ReconfigureDomObjectRequestType`.
-#[derive(Clone, Default)]
-pub struct ReconfigureDomObjectRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `uuid`.
-    pub uuid: String,
-    /// `policy`.
-    pub policy: String,
-}
-impl x::SchemaType for ReconfigureDomObjectRequestType {
-    const TYPE_NAME: &'static str = "ReconfigureDomObjectRequestType";
-}
-impl x::Structure for ReconfigureDomObjectRequestType {}
-impl std::fmt::Debug for ReconfigureDomObjectRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ReconfigureDomObjectRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for ReconfigureDomObjectRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "uuid" => r.read(&mut self.uuid),
-            "policy" => r.read(&mut self.policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("uuid", &self.uuid);
-        w.write("policy", &self.policy);
-    }
-}
-impl x::Request for ReconfigureDomObjectRequestType {
-    const NAME: &'static str = "ReconfigureDomObject";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `ReconfigureDvsRequestType`.
-#[derive(Clone, Default)]
-pub struct ReconfigureDvsRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `spec`.
-    pub spec: AnyDVSConfigSpec,
-}
-impl x::SchemaType for ReconfigureDvsRequestType {
-    const TYPE_NAME: &'static str = "ReconfigureDvsRequestType";
-}
-impl x::Structure for ReconfigureDvsRequestType {}
-impl std::fmt::Debug for ReconfigureDvsRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ReconfigureDvsRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for ReconfigureDvsRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::Request for ReconfigureDvsRequestType {
-    const NAME: &'static str = "ReconfigureDvs_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `ReconfigureHostForDASRequestType`.
-#[derive(Clone, Default)]
-pub struct ReconfigureHostForDASRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for ReconfigureHostForDASRequestType {
-    const TYPE_NAME: &'static str = "ReconfigureHostForDASRequestType";
-}
-impl x::Structure for ReconfigureHostForDASRequestType {}
-impl std::fmt::Debug for ReconfigureHostForDASRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ReconfigureHostForDASRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for ReconfigureHostForDASRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for ReconfigureHostForDASRequestType {
-    const NAME: &'static str = "ReconfigureHostForDAS_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `ReconfigureScheduledTaskRequestType`.
-#[derive(Clone, Default)]
-pub struct ReconfigureScheduledTaskRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `spec`.
-    pub spec: AnyScheduledTaskSpec,
-}
-impl x::SchemaType for ReconfigureScheduledTaskRequestType {
-    const TYPE_NAME: &'static str = "ReconfigureScheduledTaskRequestType";
-}
-impl x::Structure for ReconfigureScheduledTaskRequestType {}
-impl std::fmt::Debug for ReconfigureScheduledTaskRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ReconfigureScheduledTaskRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for ReconfigureScheduledTaskRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::Request for ReconfigureScheduledTaskRequestType {
-    const NAME: &'static str = "ReconfigureScheduledTask";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `ReconfigureServiceConsoleReservationRequestType`.
-#[derive(Clone, Default)]
-pub struct ReconfigureServiceConsoleReservationRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `cfgBytes`.
-    pub cfg_bytes: i64,
-}
-impl x::SchemaType for ReconfigureServiceConsoleReservationRequestType {
-    const TYPE_NAME: &'static str = "ReconfigureServiceConsoleReservationRequestType";
-}
-impl x::Structure for ReconfigureServiceConsoleReservationRequestType {}
-impl std::fmt::Debug for ReconfigureServiceConsoleReservationRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ReconfigureServiceConsoleReservationRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for ReconfigureServiceConsoleReservationRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "cfgBytes" => r.read(&mut self.cfg_bytes),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("cfgBytes", &self.cfg_bytes);
-    }
-}
-impl x::Request for ReconfigureServiceConsoleReservationRequestType {
-    const NAME: &'static str = "ReconfigureServiceConsoleReservation";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `ReconfigureSnmpAgentRequestType`.
-#[derive(Clone, Default)]
-pub struct ReconfigureSnmpAgentRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `spec`.
-    pub spec: HostSnmpConfigSpec,
-}
-impl x::SchemaType for ReconfigureSnmpAgentRequestType {
-    const TYPE_NAME: &'static str = "ReconfigureSnmpAgentRequestType";
-}
-impl x::Structure for ReconfigureSnmpAgentRequestType {}
-impl std::fmt::Debug for ReconfigureSnmpAgentRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ReconfigureSnmpAgentRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for ReconfigureSnmpAgentRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::Request for ReconfigureSnmpAgentRequestType {
-    const NAME: &'static str = "ReconfigureSnmpAgent";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `ReconfigureVirtualMachineReservationRequestType`.
-#[derive(Clone, Default)]
-pub struct ReconfigureVirtualMachineReservationRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `spec`.
-    pub spec: VirtualMachineMemoryReservationSpec,
-}
-impl x::SchemaType for ReconfigureVirtualMachineReservationRequestType {
-    const TYPE_NAME: &'static str = "ReconfigureVirtualMachineReservationRequestType";
-}
-impl x::Structure for ReconfigureVirtualMachineReservationRequestType {}
-impl std::fmt::Debug for ReconfigureVirtualMachineReservationRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ReconfigureVirtualMachineReservationRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for ReconfigureVirtualMachineReservationRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "spec" => r.read(&mut self.spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::Request for ReconfigureVirtualMachineReservationRequestType {
-    const NAME: &'static str = "ReconfigureVirtualMachineReservation";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `ReconnectHostRequestType`.
-#[derive(Clone, Default)]
-pub struct ReconnectHostRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `cnxSpec`.
-    pub cnx_spec: Option<HostConnectSpec>,
-    /// `reconnectSpec`.
-    pub reconnect_spec: Option<HostSystemReconnectSpec>,
-}
-impl x::SchemaType for ReconnectHostRequestType {
-    const TYPE_NAME: &'static str = "ReconnectHostRequestType";
-}
-impl x::Structure for ReconnectHostRequestType {}
-impl std::fmt::Debug for ReconnectHostRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for ReconnectHostRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for ReconnectHostRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "cnxSpec" => r.read_opt(&mut self.cnx_spec),
-            "reconnectSpec" => r.read_opt(&mut self.reconnect_spec),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_opt("cnxSpec", &self.cnx_spec);
-        w.write_opt("reconnectSpec", &self.reconnect_spec);
-    }
-}
-impl x::Request for ReconnectHostRequestType {
-    const NAME: &'static str = "ReconnectHost_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `RectifyDvsHostRequestType`.
-#[derive(Default)]
-pub struct RectifyDvsHostRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `hosts`.
-    pub hosts: Vec<x::ManagedObjectReference>,
-}
-impl x::SchemaType for RectifyDvsHostRequestType {
-    const TYPE_NAME: &'static str = "RectifyDvsHostRequestType";
-}
-impl x::Structure for RectifyDvsHostRequestType {}
-impl std::fmt::Debug for RectifyDvsHostRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for RectifyDvsHostRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for RectifyDvsHostRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            hosts: x::clone_vec(&self.hosts),
-        }
-    }
-}
-impl x::Fields for RectifyDvsHostRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "hosts" => r.read_push(&mut self.hosts),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("hosts", &self.hosts);
-    }
-}
-impl x::Request for RectifyDvsHostRequestType {
-    const NAME: &'static str = "RectifyDvsHost_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `RectifyDvsOnHostRequestType`.
-#[derive(Default)]
-pub struct RectifyDvsOnHostRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `hosts`.
-    pub hosts: Vec<x::ManagedObjectReference>,
-}
-impl x::SchemaType for RectifyDvsOnHostRequestType {
-    const TYPE_NAME: &'static str = "RectifyDvsOnHostRequestType";
-}
-impl x::Structure for RectifyDvsOnHostRequestType {}
-impl std::fmt::Debug for RectifyDvsOnHostRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for RectifyDvsOnHostRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for RectifyDvsOnHostRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            hosts: x::clone_vec(&self.hosts),
-        }
-    }
-}
-impl x::Fields for RectifyDvsOnHostRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "hosts" => r.read_push(&mut self.hosts),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("hosts", &self.hosts);
-    }
-}
-impl x::Request for RectifyDvsOnHostRequestType {
-    const NAME: &'static str = "RectifyDvsOnHost_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
+    type Response = String;
     fn this(&self) -> &x::ManagedObjectReference {
         &self.this
     }

@@ -5,668 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `GetAlarmRequestType`.
-#[derive(Clone, Default)]
-pub struct GetAlarmRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `entity`.
-    pub entity: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for GetAlarmRequestType {
-    const TYPE_NAME: &'static str = "GetAlarmRequestType";
-}
-impl x::Structure for GetAlarmRequestType {}
-impl std::fmt::Debug for GetAlarmRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for GetAlarmRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for GetAlarmRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "entity" => r.read_opt(&mut self.entity),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_opt("entity", &self.entity);
-    }
-}
-impl x::Request for GetAlarmRequestType {
-    const NAME: &'static str = "GetAlarm";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<x::ManagedObjectReference>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `GetAlarmStateRequestType`.
-#[derive(Clone, Default)]
-pub struct GetAlarmStateRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `entity`.
-    pub entity: x::ManagedObjectReference,
-}
-impl x::SchemaType for GetAlarmStateRequestType {
-    const TYPE_NAME: &'static str = "GetAlarmStateRequestType";
-}
-impl x::Structure for GetAlarmStateRequestType {}
-impl std::fmt::Debug for GetAlarmStateRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for GetAlarmStateRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for GetAlarmStateRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "entity" => r.read(&mut self.entity),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("entity", &self.entity);
-    }
-}
-impl x::Request for GetAlarmStateRequestType {
-    const NAME: &'static str = "GetAlarmState";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<AlarmState>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `GetCryptoKeyStatusRequestType`.
-///
-/// Since vSphere API 8.0.1.0.
-#[derive(Default)]
-pub struct GetCryptoKeyStatusRequestType {
-    /// `_this`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub this: x::ManagedObjectReference,
-    /// `keys`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub keys: Vec<CryptoKeyId>,
-}
-impl x::SchemaType for GetCryptoKeyStatusRequestType {
-    const TYPE_NAME: &'static str = "GetCryptoKeyStatusRequestType";
-}
-impl x::Structure for GetCryptoKeyStatusRequestType {}
-impl std::fmt::Debug for GetCryptoKeyStatusRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for GetCryptoKeyStatusRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for GetCryptoKeyStatusRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            keys: x::clone_vec(&self.keys),
-        }
-    }
-}
-impl x::Fields for GetCryptoKeyStatusRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "keys" => r.read_push(&mut self.keys),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0100, "operation GetCryptoKeyStatus", true);
-        w.write("_this", &self.this);
-        w.write_vec("keys", &self.keys);
-    }
-}
-impl x::Request for GetCryptoKeyStatusRequestType {
-    const NAME: &'static str = "GetCryptoKeyStatus";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<CryptoManagerHostKeyStatus>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `GetCustomizationSpecRequestType`.
-#[derive(Clone, Default)]
-pub struct GetCustomizationSpecRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `name`.
-    pub name: String,
-}
-impl x::SchemaType for GetCustomizationSpecRequestType {
-    const TYPE_NAME: &'static str = "GetCustomizationSpecRequestType";
-}
-impl x::Structure for GetCustomizationSpecRequestType {}
-impl std::fmt::Debug for GetCustomizationSpecRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for GetCustomizationSpecRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for GetCustomizationSpecRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "name" => r.read(&mut self.name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("name", &self.name);
-    }
-}
-impl x::Request for GetCustomizationSpecRequestType {
-    const NAME: &'static str = "GetCustomizationSpec";
-    const IDEMPOTENT: bool = true;
-    type Response = CustomizationSpecItem;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `GetDefaultKmsClusterRequestType`.
-#[derive(Clone, Default)]
-pub struct GetDefaultKmsClusterRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `entity`.
-    pub entity: Option<x::ManagedObjectReference>,
-    /// `defaultsToParent`.
-    pub defaults_to_parent: Option<bool>,
-}
-impl x::SchemaType for GetDefaultKmsClusterRequestType {
-    const TYPE_NAME: &'static str = "GetDefaultKmsClusterRequestType";
-}
-impl x::Structure for GetDefaultKmsClusterRequestType {}
-impl std::fmt::Debug for GetDefaultKmsClusterRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for GetDefaultKmsClusterRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for GetDefaultKmsClusterRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "entity" => r.read_opt(&mut self.entity),
-            "defaultsToParent" => r.read_opt(&mut self.defaults_to_parent),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_opt("entity", &self.entity);
-        w.write_opt("defaultsToParent", &self.defaults_to_parent);
-    }
-}
-impl x::Request for GetDefaultKmsClusterRequestType {
-    const NAME: &'static str = "GetDefaultKmsCluster";
-    const IDEMPOTENT: bool = true;
-    type Response = Option<KeyProviderId>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_opt()
-    }
-}
-/// `GetPublicKeyRequestType`.
-#[derive(Clone, Default)]
-pub struct GetPublicKeyRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for GetPublicKeyRequestType {
-    const TYPE_NAME: &'static str = "GetPublicKeyRequestType";
-}
-impl x::Structure for GetPublicKeyRequestType {}
-impl std::fmt::Debug for GetPublicKeyRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for GetPublicKeyRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for GetPublicKeyRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for GetPublicKeyRequestType {
-    const NAME: &'static str = "GetPublicKey";
-    const IDEMPOTENT: bool = true;
-    type Response = String;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `GetResourceUsageRequestType`.
-#[derive(Clone, Default)]
-pub struct GetResourceUsageRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for GetResourceUsageRequestType {
-    const TYPE_NAME: &'static str = "GetResourceUsageRequestType";
-}
-impl x::Structure for GetResourceUsageRequestType {}
-impl std::fmt::Debug for GetResourceUsageRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for GetResourceUsageRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for GetResourceUsageRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for GetResourceUsageRequestType {
-    const NAME: &'static str = "GetResourceUsage";
-    const IDEMPOTENT: bool = true;
-    type Response = ClusterResourceUsageSummary;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `GetSiteInfoRequestType`.
-#[derive(Clone, Default)]
-pub struct GetSiteInfoRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for GetSiteInfoRequestType {
-    const TYPE_NAME: &'static str = "GetSiteInfoRequestType";
-}
-impl x::Structure for GetSiteInfoRequestType {}
-impl std::fmt::Debug for GetSiteInfoRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for GetSiteInfoRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for GetSiteInfoRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for GetSiteInfoRequestType {
-    const NAME: &'static str = "GetSiteInfo";
-    const IDEMPOTENT: bool = true;
-    type Response = SiteInfo;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `GetSystemVMsRestrictedDatastoresRequestType`.
-#[derive(Clone, Default)]
-pub struct GetSystemVMsRestrictedDatastoresRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for GetSystemVMsRestrictedDatastoresRequestType {
-    const TYPE_NAME: &'static str = "GetSystemVMsRestrictedDatastoresRequestType";
-}
-impl x::Structure for GetSystemVMsRestrictedDatastoresRequestType {}
-impl std::fmt::Debug for GetSystemVMsRestrictedDatastoresRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for GetSystemVMsRestrictedDatastoresRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for GetSystemVMsRestrictedDatastoresRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for GetSystemVMsRestrictedDatastoresRequestType {
-    const NAME: &'static str = "GetSystemVMsRestrictedDatastores";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<x::ManagedObjectReference>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `GetVchaClusterHealthRequestType`.
-#[derive(Clone, Default)]
-pub struct GetVchaClusterHealthRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for GetVchaClusterHealthRequestType {
-    const TYPE_NAME: &'static str = "GetVchaClusterHealthRequestType";
-}
-impl x::Structure for GetVchaClusterHealthRequestType {}
-impl std::fmt::Debug for GetVchaClusterHealthRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for GetVchaClusterHealthRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for GetVchaClusterHealthRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for GetVchaClusterHealthRequestType {
-    const NAME: &'static str = "GetVchaClusterHealth";
-    const IDEMPOTENT: bool = true;
-    type Response = VchaClusterHealth;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `GetVpcNetworkSpanRequestType`.
-///
-/// Since vSphere API 9.1.0.0.
-#[derive(Clone, Default)]
-pub struct GetVpcNetworkSpanRequestType {
-    /// `_this`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub this: x::ManagedObjectReference,
-    /// `spanId`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub span_id: Option<String>,
-}
-impl x::SchemaType for GetVpcNetworkSpanRequestType {
-    const TYPE_NAME: &'static str = "GetVpcNetworkSpanRequestType";
-}
-impl x::Structure for GetVpcNetworkSpanRequestType {}
-impl std::fmt::Debug for GetVpcNetworkSpanRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for GetVpcNetworkSpanRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl x::Fields for GetVpcNetworkSpanRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "spanId" => r.read_opt(&mut self.span_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0901_0000, "operation GetVpcNetworkSpan", true);
-        w.write("_this", &self.this);
-        w.write_opt("spanId", &self.span_id);
-    }
-}
-impl x::Request for GetVpcNetworkSpanRequestType {
-    const NAME: &'static str = "GetVpcNetworkSpan";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<DistributedVirtualSwitchManagerSpanInfo>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `GetVsanObjExtAttrsRequestType`.
-#[derive(Default)]
-pub struct GetVsanObjExtAttrsRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `uuids`.
-    pub uuids: Vec<String>,
-}
-impl x::SchemaType for GetVsanObjExtAttrsRequestType {
-    const TYPE_NAME: &'static str = "GetVsanObjExtAttrsRequestType";
-}
-impl x::Structure for GetVsanObjExtAttrsRequestType {}
-impl std::fmt::Debug for GetVsanObjExtAttrsRequestType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
-    }
-}
-impl PartialEq for GetVsanObjExtAttrsRequestType {
-    fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
-    }
-}
-impl Clone for GetVsanObjExtAttrsRequestType {
-    fn clone(&self) -> Self {
-        Self {
-            this: self.this.clone(),
-            uuids: x::clone_vec(&self.uuids),
-        }
-    }
-}
-impl x::Fields for GetVsanObjExtAttrsRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "uuids" => r.read_push(&mut self.uuids),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("uuids", &self.uuids);
-    }
-}
-impl x::Request for GetVsanObjExtAttrsRequestType {
-    const NAME: &'static str = "GetVsanObjExtAttrs";
-    const IDEMPOTENT: bool = true;
-    type Response = String;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
 /// `HasMonitoredEntityRequestType`.
 #[derive(Clone, Default)]
 pub struct HasMonitoredEntityRequestType {
@@ -683,12 +21,12 @@ impl x::SchemaType for HasMonitoredEntityRequestType {
 impl x::Structure for HasMonitoredEntityRequestType {}
 impl std::fmt::Debug for HasMonitoredEntityRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HasMonitoredEntityRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HasMonitoredEntityRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HasMonitoredEntityRequestType {
@@ -743,12 +81,12 @@ impl x::SchemaType for HasPrivilegeOnEntitiesRequestType {
 impl x::Structure for HasPrivilegeOnEntitiesRequestType {}
 impl std::fmt::Debug for HasPrivilegeOnEntitiesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HasPrivilegeOnEntitiesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HasPrivilegeOnEntitiesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HasPrivilegeOnEntitiesRequestType {
@@ -815,12 +153,12 @@ impl x::SchemaType for HasPrivilegeOnEntityRequestType {
 impl x::Structure for HasPrivilegeOnEntityRequestType {}
 impl std::fmt::Debug for HasPrivilegeOnEntityRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HasPrivilegeOnEntityRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HasPrivilegeOnEntityRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HasPrivilegeOnEntityRequestType {
@@ -883,12 +221,12 @@ impl x::SchemaType for HasProviderRequestType {
 impl x::Structure for HasProviderRequestType {}
 impl std::fmt::Debug for HasProviderRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HasProviderRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HasProviderRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HasProviderRequestType {
@@ -941,12 +279,12 @@ impl x::SchemaType for HasUserPrivilegeOnEntitiesRequestType {
 impl x::Structure for HasUserPrivilegeOnEntitiesRequestType {}
 impl std::fmt::Debug for HasUserPrivilegeOnEntitiesRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HasUserPrivilegeOnEntitiesRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HasUserPrivilegeOnEntitiesRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HasUserPrivilegeOnEntitiesRequestType {
@@ -1013,12 +351,16 @@ impl x::SchemaType for HostClearVStorageObjectControlFlagsRequestType {
 impl x::Structure for HostClearVStorageObjectControlFlagsRequestType {}
 impl std::fmt::Debug for HostClearVStorageObjectControlFlagsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "HostClearVStorageObjectControlFlagsRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for HostClearVStorageObjectControlFlagsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HostClearVStorageObjectControlFlagsRequestType {
@@ -1085,12 +427,12 @@ impl x::SchemaType for HostCloneVStorageObjectRequestType {
 impl x::Structure for HostCloneVStorageObjectRequestType {}
 impl std::fmt::Debug for HostCloneVStorageObjectRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostCloneVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostCloneVStorageObjectRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostCloneVStorageObjectRequestType {
@@ -1143,12 +485,12 @@ impl x::SchemaType for HostConfigVFlashCacheRequestType {
 impl x::Structure for HostConfigVFlashCacheRequestType {}
 impl std::fmt::Debug for HostConfigVFlashCacheRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostConfigVFlashCacheRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostConfigVFlashCacheRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostConfigVFlashCacheRequestType {
@@ -1197,12 +539,12 @@ impl x::SchemaType for HostConfigureVFlashResourceRequestType {
 impl x::Structure for HostConfigureVFlashResourceRequestType {}
 impl std::fmt::Debug for HostConfigureVFlashResourceRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostConfigureVFlashResourceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostConfigureVFlashResourceRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostConfigureVFlashResourceRequestType {
@@ -1251,12 +593,12 @@ impl x::SchemaType for HostCreateDiskRequestType {
 impl x::Structure for HostCreateDiskRequestType {}
 impl std::fmt::Debug for HostCreateDiskRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostCreateDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostCreateDiskRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostCreateDiskRequestType {
@@ -1311,12 +653,12 @@ impl x::SchemaType for HostDeleteVStorageObjectExRequestType {
 impl x::Structure for HostDeleteVStorageObjectExRequestType {}
 impl std::fmt::Debug for HostDeleteVStorageObjectExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostDeleteVStorageObjectExRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostDeleteVStorageObjectExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostDeleteVStorageObjectExRequestType {
@@ -1383,12 +725,12 @@ impl x::SchemaType for HostDeleteVStorageObjectRequestType {
 impl x::Structure for HostDeleteVStorageObjectRequestType {}
 impl std::fmt::Debug for HostDeleteVStorageObjectRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostDeleteVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostDeleteVStorageObjectRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostDeleteVStorageObjectRequestType {
@@ -1453,12 +795,12 @@ impl x::SchemaType for HostExtendDiskRequestType {
 impl x::Structure for HostExtendDiskRequestType {}
 impl std::fmt::Debug for HostExtendDiskRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostExtendDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostExtendDiskRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostExtendDiskRequestType {
@@ -1511,12 +853,16 @@ impl x::SchemaType for HostGetVFlashModuleDefaultConfigRequestType {
 impl x::Structure for HostGetVFlashModuleDefaultConfigRequestType {}
 impl std::fmt::Debug for HostGetVFlashModuleDefaultConfigRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "HostGetVFlashModuleDefaultConfigRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for HostGetVFlashModuleDefaultConfigRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostGetVFlashModuleDefaultConfigRequestType {
@@ -1563,12 +909,16 @@ impl x::SchemaType for HostImageConfigGetAcceptanceRequestType {
 impl x::Structure for HostImageConfigGetAcceptanceRequestType {}
 impl std::fmt::Debug for HostImageConfigGetAcceptanceRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "HostImageConfigGetAcceptanceRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for HostImageConfigGetAcceptanceRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostImageConfigGetAcceptanceRequestType {
@@ -1613,12 +963,12 @@ impl x::SchemaType for HostImageConfigGetProfileRequestType {
 impl x::Structure for HostImageConfigGetProfileRequestType {}
 impl std::fmt::Debug for HostImageConfigGetProfileRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostImageConfigGetProfileRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostImageConfigGetProfileRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostImageConfigGetProfileRequestType {
@@ -1667,12 +1017,12 @@ impl x::SchemaType for HostInflateDiskRequestType {
 impl x::Structure for HostInflateDiskRequestType {}
 impl std::fmt::Debug for HostInflateDiskRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostInflateDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostInflateDiskRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostInflateDiskRequestType {
@@ -1723,12 +1073,12 @@ impl x::SchemaType for HostListVStorageObjectRequestType {
 impl x::Structure for HostListVStorageObjectRequestType {}
 impl std::fmt::Debug for HostListVStorageObjectRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostListVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostListVStorageObjectRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostListVStorageObjectRequestType {
@@ -1775,12 +1125,16 @@ impl x::SchemaType for HostProfileResetValidationStateRequestType {
 impl x::Structure for HostProfileResetValidationStateRequestType {}
 impl std::fmt::Debug for HostProfileResetValidationStateRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "HostProfileResetValidationStateRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for HostProfileResetValidationStateRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostProfileResetValidationStateRequestType {
@@ -1833,12 +1187,12 @@ impl x::SchemaType for HostQueryVirtualDiskUuidRequestType {
 impl x::Structure for HostQueryVirtualDiskUuidRequestType {}
 impl std::fmt::Debug for HostQueryVirtualDiskUuidRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostQueryVirtualDiskUuidRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostQueryVirtualDiskUuidRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostQueryVirtualDiskUuidRequestType {
@@ -1892,12 +1246,16 @@ impl x::SchemaType for HostReconcileDatastoreInventoryRequestType {
 impl x::Structure for HostReconcileDatastoreInventoryRequestType {}
 impl std::fmt::Debug for HostReconcileDatastoreInventoryRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "HostReconcileDatastoreInventoryRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for HostReconcileDatastoreInventoryRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostReconcileDatastoreInventoryRequestType {
@@ -1966,12 +1324,12 @@ impl x::SchemaType for HostRegisterDiskRequestType {
 impl x::Structure for HostRegisterDiskRequestType {}
 impl std::fmt::Debug for HostRegisterDiskRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostRegisterDiskRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostRegisterDiskRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostRegisterDiskRequestType {
@@ -2044,12 +1402,12 @@ impl x::SchemaType for HostRelocateVStorageObjectRequestType {
 impl x::Structure for HostRelocateVStorageObjectRequestType {}
 impl std::fmt::Debug for HostRelocateVStorageObjectRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostRelocateVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostRelocateVStorageObjectRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostRelocateVStorageObjectRequestType {
@@ -2110,12 +1468,12 @@ impl x::SchemaType for HostRemoveVFlashResourceRequestType {
 impl x::Structure for HostRemoveVFlashResourceRequestType {}
 impl std::fmt::Debug for HostRemoveVFlashResourceRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostRemoveVFlashResourceRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostRemoveVFlashResourceRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostRemoveVFlashResourceRequestType {
@@ -2166,12 +1524,12 @@ impl x::SchemaType for HostRenameVStorageObjectRequestType {
 impl x::Structure for HostRenameVStorageObjectRequestType {}
 impl std::fmt::Debug for HostRenameVStorageObjectRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostRenameVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostRenameVStorageObjectRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostRenameVStorageObjectRequestType {
@@ -2224,12 +1582,16 @@ impl x::SchemaType for HostRetrieveVStorageInfrastructureObjectPolicyRequestType
 impl x::Structure for HostRetrieveVStorageInfrastructureObjectPolicyRequestType {}
 impl std::fmt::Debug for HostRetrieveVStorageInfrastructureObjectPolicyRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "HostRetrieveVStorageInfrastructureObjectPolicyRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for HostRetrieveVStorageInfrastructureObjectPolicyRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostRetrieveVStorageInfrastructureObjectPolicyRequestType {
@@ -2284,12 +1646,16 @@ impl x::SchemaType for HostRetrieveVStorageObjectMetadataRequestType {
 impl x::Structure for HostRetrieveVStorageObjectMetadataRequestType {}
 impl std::fmt::Debug for HostRetrieveVStorageObjectMetadataRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "HostRetrieveVStorageObjectMetadataRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for HostRetrieveVStorageObjectMetadataRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostRetrieveVStorageObjectMetadataRequestType {
@@ -2350,12 +1716,16 @@ impl x::SchemaType for HostRetrieveVStorageObjectMetadataValueRequestType {
 impl x::Structure for HostRetrieveVStorageObjectMetadataValueRequestType {}
 impl std::fmt::Debug for HostRetrieveVStorageObjectMetadataValueRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "HostRetrieveVStorageObjectMetadataValueRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for HostRetrieveVStorageObjectMetadataValueRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostRetrieveVStorageObjectMetadataValueRequestType {
@@ -2416,12 +1786,12 @@ impl x::SchemaType for HostRetrieveVStorageObjectRequestType {
 impl x::Structure for HostRetrieveVStorageObjectRequestType {}
 impl std::fmt::Debug for HostRetrieveVStorageObjectRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostRetrieveVStorageObjectRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostRetrieveVStorageObjectRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HostRetrieveVStorageObjectRequestType {
@@ -2494,12 +1864,16 @@ impl x::SchemaType for HostRetrieveVStorageObjectStateRequestType {
 impl x::Structure for HostRetrieveVStorageObjectStateRequestType {}
 impl std::fmt::Debug for HostRetrieveVStorageObjectStateRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "HostRetrieveVStorageObjectStateRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for HostRetrieveVStorageObjectStateRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostRetrieveVStorageObjectStateRequestType {
@@ -2554,12 +1928,16 @@ impl x::SchemaType for HostScheduleReconcileDatastoreInventoryRequestType {
 impl x::Structure for HostScheduleReconcileDatastoreInventoryRequestType {}
 impl std::fmt::Debug for HostScheduleReconcileDatastoreInventoryRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "HostScheduleReconcileDatastoreInventoryRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for HostScheduleReconcileDatastoreInventoryRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostScheduleReconcileDatastoreInventoryRequestType {
@@ -2622,12 +2000,16 @@ impl x::SchemaType for HostSetVStorageObjectControlFlagsRequestType {
 impl x::Structure for HostSetVStorageObjectControlFlagsRequestType {}
 impl std::fmt::Debug for HostSetVStorageObjectControlFlagsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "HostSetVStorageObjectControlFlagsRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for HostSetVStorageObjectControlFlagsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HostSetVStorageObjectControlFlagsRequestType {
@@ -2700,12 +2082,12 @@ impl x::SchemaType for HostSetVirtualDiskUuidRequestType {
 impl x::Structure for HostSetVirtualDiskUuidRequestType {}
 impl std::fmt::Debug for HostSetVirtualDiskUuidRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostSetVirtualDiskUuidRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostSetVirtualDiskUuidRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostSetVirtualDiskUuidRequestType {
@@ -2759,12 +2141,12 @@ impl x::SchemaType for HostSpecGetUpdatedHostsRequestType {
 impl x::Structure for HostSpecGetUpdatedHostsRequestType {}
 impl std::fmt::Debug for HostSpecGetUpdatedHostsRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostSpecGetUpdatedHostsRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostSpecGetUpdatedHostsRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostSpecGetUpdatedHostsRequestType {
@@ -2821,12 +2203,16 @@ impl x::SchemaType for HostUpdateVStorageObjectMetadataExRequestType {
 impl x::Structure for HostUpdateVStorageObjectMetadataExRequestType {}
 impl std::fmt::Debug for HostUpdateVStorageObjectMetadataExRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "HostUpdateVStorageObjectMetadataExRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for HostUpdateVStorageObjectMetadataExRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HostUpdateVStorageObjectMetadataExRequestType {
@@ -2898,12 +2284,16 @@ impl x::SchemaType for HostUpdateVStorageObjectMetadataRequestType {
 impl x::Structure for HostUpdateVStorageObjectMetadataRequestType {}
 impl std::fmt::Debug for HostUpdateVStorageObjectMetadataRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "HostUpdateVStorageObjectMetadataRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for HostUpdateVStorageObjectMetadataRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HostUpdateVStorageObjectMetadataRequestType {
@@ -2997,12 +2387,16 @@ impl x::SchemaType for HostVStorageObjectCreateDiskFromSnapshotRequestType {
 impl x::Structure for HostVStorageObjectCreateDiskFromSnapshotRequestType {}
 impl std::fmt::Debug for HostVStorageObjectCreateDiskFromSnapshotRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "HostVStorageObjectCreateDiskFromSnapshotRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for HostVStorageObjectCreateDiskFromSnapshotRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl Clone for HostVStorageObjectCreateDiskFromSnapshotRequestType {
@@ -3125,12 +2519,16 @@ impl x::SchemaType for HostVStorageObjectCreateSnapshotRequestType {
 impl x::Structure for HostVStorageObjectCreateSnapshotRequestType {}
 impl std::fmt::Debug for HostVStorageObjectCreateSnapshotRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "HostVStorageObjectCreateSnapshotRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for HostVStorageObjectCreateSnapshotRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostVStorageObjectCreateSnapshotRequestType {
@@ -3187,12 +2585,16 @@ impl x::SchemaType for HostVStorageObjectDeleteSnapshotRequestType {
 impl x::Structure for HostVStorageObjectDeleteSnapshotRequestType {}
 impl std::fmt::Debug for HostVStorageObjectDeleteSnapshotRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "HostVStorageObjectDeleteSnapshotRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for HostVStorageObjectDeleteSnapshotRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostVStorageObjectDeleteSnapshotRequestType {
@@ -3247,12 +2649,16 @@ impl x::SchemaType for HostVStorageObjectRetrieveSnapshotInfoRequestType {
 impl x::Structure for HostVStorageObjectRetrieveSnapshotInfoRequestType {}
 impl std::fmt::Debug for HostVStorageObjectRetrieveSnapshotInfoRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(
+            f,
+            "HostVStorageObjectRetrieveSnapshotInfoRequestType",
+            x::fields_ref(self),
+        )
     }
 }
 impl PartialEq for HostVStorageObjectRetrieveSnapshotInfoRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostVStorageObjectRetrieveSnapshotInfoRequestType {
@@ -3307,12 +2713,12 @@ impl x::SchemaType for HostVStorageObjectRevertRequestType {
 impl x::Structure for HostVStorageObjectRevertRequestType {}
 impl std::fmt::Debug for HostVStorageObjectRevertRequestType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        x::debug_structure(self, f)
+        x::debug_fields(f, "HostVStorageObjectRevertRequestType", x::fields_ref(self))
     }
 }
 impl PartialEq for HostVStorageObjectRevertRequestType {
     fn eq(&self, other: &Self) -> bool {
-        x::eq_structure(self, other)
+        x::same_fields(x::fields_ref(self), x::fields_ref(other))
     }
 }
 impl x::Fields for HostVStorageObjectRevertRequestType {
